@@ -1,0 +1,221 @@
+#include "config.hpp"
+
+#include "error.hpp"
+#include "identifiers.hpp"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <functional>
+
+namespace outbox {
+namespace {
+
+long long parse_int(const std::string &key, const std::string &v, long long lo, long long hi) {
+    if (v.empty()) {
+        fail(Errc::invalid_argument, key + ": expected an integer, got an empty value");
+    }
+    errno = 0;
+    char *end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (errno != 0 || end == nullptr || *end != '\0') {
+        fail(Errc::invalid_argument, key + ": expected an integer, got '" + v + "'");
+    }
+    if (n < lo || n > hi) {
+        fail(Errc::invalid_argument,
+             key + ": " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return n;
+}
+
+bool parse_bool(const std::string &key, const std::string &v) {
+    if (v == "1" || v == "true" || v == "yes" || v == "on") {
+        return true;
+    }
+    if (v == "0" || v == "false" || v == "no" || v == "off") {
+        return false;
+    }
+    fail(Errc::invalid_argument, key + ": expected true or false, got '" + v + "'");
+}
+
+std::string format_map(const std::map<std::string, std::string> &m) {
+    std::string out;
+    for (const auto &[k, v] : m) {
+        if (!out.empty()) {
+            out += ",";
+        }
+        out += k + "=" + v;
+    }
+    return out;
+}
+
+struct Option {
+    const char *key;
+    const char *help;
+    std::function<void(Config &, const std::string &, const std::string &)> set;
+    std::function<std::string(const Config &)> get;
+};
+
+template <typename T> Option int_opt(const char *key, const char *help, T Config::*field, long long lo, long long hi) {
+    return {key, help,
+            [field, lo, hi](Config &c, const std::string &k, const std::string &v) {
+                c.*field = static_cast<T>(parse_int(k, v, lo, hi));
+            },
+            [field](const Config &c) { return std::to_string(c.*field); }};
+}
+
+Option bool_opt(const char *key, const char *help, bool Config::*field) {
+    return {key, help, [field](Config &c, const std::string &k, const std::string &v) { c.*field = parse_bool(k, v); },
+            [field](const Config &c) { return std::string(c.*field ? "true" : "false"); }};
+}
+
+Option str_opt(const char *key, const char *help, std::string Config::*field, bool identifier = false,
+               bool secret = false) {
+    return {key, help,
+            [field, identifier](Config &c, const std::string &k, const std::string &v) {
+                if (identifier) {
+                    ident::validate(v, k.c_str());
+                }
+                c.*field = v;
+            },
+            [field, secret](const Config &c) { return secret && !(c.*field).empty() ? std::string("***") : c.*field; }};
+}
+
+const std::vector<Option> &options() {
+    static const std::vector<Option> opts = {
+        str_opt("outbox.schema", "schema holding the tables (default public)", &Config::schema, true),
+        str_opt("outbox.table", "outbox table name (default outbox)", &Config::table, true),
+        str_opt("inbox.table", "consumer inbox table name (default outbox_inbox)", &Config::inbox_table, true),
+        int_opt("event.max_payload_bytes", "largest payload accepted, in bytes (default 1048576)",
+                &Config::max_payload_bytes, 1, 256LL * 1024 * 1024),
+        {"event.type_map", "aggregate type to event name, e.g. PRD=Product,ORD=Order (default empty)",
+         [](Config &c, const std::string &, const std::string &v) { c.type_map = parse_type_map(v); },
+         [](const Config &c) { return format_map(c.type_map); }},
+        {"render.placeholders", "placeholder style of rendered SQL: dollar ($1) or qmark (?) (default dollar)",
+         [](Config &c, const std::string &k, const std::string &v) {
+             if (v == "dollar") {
+                 c.qmark_placeholders = false;
+             } else if (v == "qmark") {
+                 c.qmark_placeholders = true;
+             } else {
+                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got '" + v + "'");
+             }
+         },
+         [](const Config &c) { return std::string(c.qmark_placeholders ? "qmark" : "dollar"); }},
+        str_opt("pg.url", "PostgreSQL connection URL or conninfo of the relay (env OUTBOX_PG_URL)", &Config::pg_url,
+                false, true),
+        int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",
+                &Config::pg_connect_timeout_s, 1, 3600),
+        str_opt("amqp.url", "RabbitMQ URL, amqp:// or amqps:// (env OUTBOX_AMQP_URL)", &Config::amqp_url, false, true),
+        str_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)", &Config::exchange),
+        {"amqp.exchange_type", "type of the exchange when declared: fanout, topic, direct, headers (default fanout)",
+         [](Config &c, const std::string &k, const std::string &v) {
+             if (v != "fanout" && v != "topic" && v != "direct" && v != "headers") {
+                 fail(Errc::invalid_argument, k + ": expected fanout, topic, direct or headers, got '" + v + "'");
+             }
+             c.exchange_type = v;
+         },
+         [](const Config &c) { return c.exchange_type; }},
+        bool_opt("amqp.exchange_declare", "declare the exchange (durable) on connect (default true)",
+                 &Config::exchange_declare),
+        int_opt("amqp.heartbeat_s", "AMQP heartbeat in seconds, 0 disables (default 30)", &Config::amqp_heartbeat_s, 0,
+                3600),
+        int_opt("amqp.connect_timeout_ms", "RabbitMQ connect timeout (default 5000)", &Config::amqp_connect_timeout_ms,
+                1, 600000),
+        int_opt("amqp.io_timeout_ms", "RabbitMQ socket write and RPC timeout (default 10000)",
+                &Config::amqp_io_timeout_ms, 1, 600000),
+        bool_opt("amqp.tls", "use TLS (implied by amqps://) (default false)", &Config::amqp_tls),
+        str_opt("amqp.tls.ca", "CA bundle file for TLS", &Config::amqp_tls_ca),
+        str_opt("amqp.tls.cert", "client certificate file for TLS", &Config::amqp_tls_cert),
+        str_opt("amqp.tls.key", "client private key file for TLS", &Config::amqp_tls_key),
+        bool_opt("amqp.tls.verify_peer", "verify the broker's certificate (default true)",
+                 &Config::amqp_tls_verify_peer),
+        bool_opt("amqp.tls.verify_hostname", "verify the broker's host name (default true)",
+                 &Config::amqp_tls_verify_hostname),
+        int_opt("relay.batch_size", "events claimed per step (default 500)", &Config::relay_batch_size, 1, 100000),
+        int_opt("relay.window", "publisher-confirm window: unconfirmed messages in flight (default 512)",
+                &Config::relay_window, 1, 65535),
+        int_opt("relay.confirm_timeout_ms", "longest wait for the broker's confirms of a batch (default 15000)",
+                &Config::relay_confirm_timeout_ms, 1, 3600000),
+        int_opt("relay.backoff_base_ms", "first retry delay; doubles per attempt, with jitter (default 1000)",
+                &Config::relay_backoff_base_ms, 0, 86400000),
+        int_opt("relay.backoff_max_ms", "longest retry delay (default 300000)", &Config::relay_backoff_max_ms, 0,
+                86400000),
+        int_opt("relay.max_attempts", "attempts before an event becomes FAILED (default 10)",
+                &Config::relay_max_attempts, 1, 1000000),
+        bool_opt("relay.unroutable_is_failure",
+                 "a message no queue received counts as a failed publish (default true)",
+                 &Config::relay_unroutable_is_failure),
+        int_opt("relay.poll_interval_ms", "polling fallback when no notification arrives (default 1000)",
+                &Config::relay_poll_interval_ms, 1, 3600000),
+        bool_opt("relay.listen", "wake up on LISTEN/NOTIFY (default true)", &Config::relay_listen),
+        str_opt("relay.notify_channel", "NOTIFY channel name (default outbox_events)", &Config::notify_channel, true),
+        str_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
+                &Config::relay_name),
+    };
+    return opts;
+}
+
+const Option *find(const std::string &key) {
+    for (const auto &o : options()) {
+        if (key == o.key) {
+            return &o;
+        }
+    }
+    return nullptr;
+}
+
+} // namespace
+
+std::map<std::string, std::string> parse_type_map(const std::string &spec) {
+    std::map<std::string, std::string> out;
+    size_t pos = 0;
+    while (pos <= spec.size()) {
+        size_t comma = spec.find(',', pos);
+        std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
+        if (item.empty()) {
+            continue;
+        }
+        size_t eq = item.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+            fail(Errc::invalid_argument, "event.type_map: expected TYPE=Name pairs, got '" + item + "'");
+        }
+        out[item.substr(0, eq)] = item.substr(eq + 1);
+    }
+    return out;
+}
+
+void Config::set(const std::string &key, const std::string &value) {
+    const Option *o = find(key);
+    if (o == nullptr) {
+        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+    }
+    o->set(*this, key, value);
+}
+
+std::string Config::get(const std::string &key) const {
+    const Option *o = find(key);
+    if (o == nullptr) {
+        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+    }
+    return o->get(*this);
+}
+
+const std::vector<Config::KeyInfo> &Config::keys() {
+    static const std::vector<KeyInfo> infos = [] {
+        std::vector<KeyInfo> v;
+        for (const auto &o : options()) {
+            v.push_back({o.key, o.help});
+        }
+        return v;
+    }();
+    return infos;
+}
+
+std::string Config::outbox_qualified() const { return ident::qualified(schema, table); }
+std::string Config::aggregates_qualified() const { return ident::qualified(schema, table + "_aggregates"); }
+std::string Config::inbox_qualified() const { return ident::qualified(schema, inbox_table); }
+std::string Config::migrations_qualified() const { return ident::qualified(schema, "outbox_migrations"); }
+
+} // namespace outbox

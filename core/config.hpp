@@ -1,0 +1,77 @@
+// Configuration: every option is a string key with a parser, a default and a line of help,
+// so the C ABI (outbox_config_set), the CLI's flags and its --help all come from one table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace outbox {
+
+struct Config {
+    // Where the tables live.
+    std::string schema = "public";
+    std::string table = "outbox";
+    std::string inbox_table = "outbox_inbox";
+
+    // Events.
+    size_t max_payload_bytes = 1024 * 1024;
+    std::map<std::string, std::string> type_map; // aggregate type -> event name prefix (PRD -> Product)
+    bool qmark_placeholders = false;              // rendered SQL uses ? instead of $n
+
+    // PostgreSQL (the relay's own connection; writers pass theirs).
+    std::string pg_url;
+    int pg_connect_timeout_s = 10;
+
+    // RabbitMQ.
+    std::string amqp_url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    std::string exchange = "corewrite.fanout";
+    std::string exchange_type = "fanout";
+    bool exchange_declare = true;
+    int amqp_heartbeat_s = 30;
+    int amqp_connect_timeout_ms = 5000;
+    int amqp_io_timeout_ms = 10000;
+    bool amqp_tls = false;
+    std::string amqp_tls_ca;
+    std::string amqp_tls_cert;
+    std::string amqp_tls_key;
+    bool amqp_tls_verify_peer = true;
+    bool amqp_tls_verify_hostname = true;
+
+    // Relay.
+    int relay_batch_size = 500;
+    int relay_window = 512;
+    int relay_confirm_timeout_ms = 15000;
+    int relay_backoff_base_ms = 1000;
+    int relay_backoff_max_ms = 300000;
+    int relay_max_attempts = 10;
+    bool relay_unroutable_is_failure = true;
+    int relay_poll_interval_ms = 1000;
+    bool relay_listen = true;
+    std::string notify_channel = "outbox_events";
+    std::string relay_name = "outbox-relay";
+
+    // Sets one option from its string form; throws Error(unknown_key) or Error(invalid_argument).
+    void set(const std::string &key, const std::string &value);
+    // The string form of one option; throws Error(unknown_key).
+    [[nodiscard]] std::string get(const std::string &key) const;
+
+    struct KeyInfo {
+        const char *key;
+        const char *help;
+    };
+    static const std::vector<KeyInfo> &keys();
+
+    // Derived names, always valid (set() validates schema and table names).
+    [[nodiscard]] std::string outbox_qualified() const;
+    [[nodiscard]] std::string aggregates_qualified() const;
+    [[nodiscard]] std::string inbox_qualified() const;
+    [[nodiscard]] std::string migrations_qualified() const;
+};
+
+// "PRD=Product,ORD=Order" -> map; throws Error(invalid_argument).
+std::map<std::string, std::string> parse_type_map(const std::string &spec);
+
+} // namespace outbox

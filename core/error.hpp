@@ -1,0 +1,42 @@
+// Errors of the core library. The numeric values are the C ABI's outbox_status values, so the
+// C layer translates by value; core itself knows nothing of C.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace outbox {
+
+enum class Errc : int {
+    ok = 0,
+    invalid_argument = -1, // NULL or malformed argument, unknown config key
+    invalid_event = -2,    // missing field, invalid JSON, unknown operation
+    too_large = -3,        // payload over the configured limit
+    duplicate = -4,        // idempotency key already used
+    database = -5,         // PostgreSQL answered with an error
+    connection = -6,       // connection closed, broken or not reachable
+    broker = -7,           // RabbitMQ error (channel/connection close, protocol)
+    timeout = -8,          // a bounded wait ran out
+    schema = -9,           // tables missing or at an unknown version, bad identifier
+    transaction = -10,     // caller's transaction is aborted or in the wrong state
+    no_memory = -11,
+    stopped = -12,         // the operation was interrupted by a stop request
+    internal = -13,
+    unknown_key = -14,     // configuration key not known
+    not_found = -15,
+};
+
+class Error : public std::runtime_error {
+  public:
+    Error(Errc code, const std::string &message) : std::runtime_error(message), code_(code) {}
+    [[nodiscard]] Errc code() const noexcept { return code_; }
+
+  private:
+    Errc code_;
+};
+
+[[noreturn]] inline void fail(Errc code, const std::string &message) { throw Error(code, message); }
+
+const char *errc_name(Errc code) noexcept;
+
+} // namespace outbox

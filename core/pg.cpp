@@ -1,0 +1,189 @@
+#include "pg.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace outbox::pg {
+
+long long Result::get_int(int row, int col) const {
+    if (is_null(row, col)) {
+        fail(Errc::internal, "unexpected NULL in an integer column");
+    }
+    return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10);
+}
+
+Errc errc_for_sqlstate(std::string_view s) {
+    if (s.size() != 5) {
+        return Errc::database;
+    }
+    if (s == "23505") {
+        return Errc::duplicate;
+    }
+    if (s.substr(0, 2) == "08" || s == "57P01" || s == "57P02" || s == "57P03") {
+        return Errc::connection; // connection exceptions and admin shutdown / terminate
+    }
+    if (s == "42P01" || s == "3F000" || s == "42703") {
+        return Errc::schema; // undefined table / schema / column: not migrated
+    }
+    if (s == "25P02" || s == "25P01" || s == "25001" || s == "25006") {
+        return Errc::transaction; // aborted transaction, no transaction, read-only
+    }
+    if (s == "57014") {
+        return Errc::timeout; // statement timeout / canceled
+    }
+    if (s == "53100" || s == "53200") {
+        return Errc::no_memory;
+    }
+    return Errc::database;
+}
+
+std::string redact_conninfo(const std::string &conninfo) {
+    std::string out = conninfo;
+    // URL form: scheme://user:password@host
+    size_t scheme = out.find("://");
+    if (scheme != std::string::npos) {
+        size_t at = out.find('@', scheme + 3);
+        size_t colon = out.find(':', scheme + 3);
+        if (at != std::string::npos && colon != std::string::npos && colon < at) {
+            out.replace(colon + 1, at - colon - 1, "***");
+        }
+        size_t pw = out.find("password=");
+        if (pw != std::string::npos) {
+            size_t end = out.find('&', pw);
+            out.replace(pw + 9, end == std::string::npos ? std::string::npos : end - pw - 9, "***");
+        }
+        return out;
+    }
+    // key=value form
+    size_t pw = out.find("password");
+    while (pw != std::string::npos) {
+        size_t eq = out.find('=', pw);
+        if (eq == std::string::npos) {
+            break;
+        }
+        size_t start = eq + 1;
+        while (start < out.size() && out[start] == ' ') {
+            ++start;
+        }
+        size_t end = start;
+        if (start < out.size() && out[start] == '\'') {
+            end = out.find('\'', start + 1);
+            end = end == std::string::npos ? out.size() : end + 1;
+        } else {
+            while (end < out.size() && out[end] != ' ') {
+                ++end;
+            }
+        }
+        out.replace(start, end - start, "***");
+        pw = out.find("password", start + 3);
+    }
+    return out;
+}
+
+Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::string &application_name) {
+    std::string timeout = std::to_string(connect_timeout_s);
+    // Defaults first: the expanded conninfo (dbname slot) overrides any of them.
+    const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "dbname", nullptr};
+    const char *vals[] = {timeout.c_str(), application_name.c_str(), "1", "30", "10", "3", conninfo.c_str(), nullptr};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (c == nullptr) {
+        throw std::bad_alloc();
+    }
+    if (PQstatus(c) != CONNECTION_OK) {
+        std::string msg = PQerrorMessage(c);
+        PQfinish(c);
+        while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+            msg.pop_back();
+        }
+        fail(Errc::connection, "cannot connect to PostgreSQL (" + redact_conninfo(conninfo) + "): " + msg);
+    }
+    // A library must not write the server's NOTICEs to the application's stderr.
+    PQsetNoticeProcessor(c, [](void *, const char *) {}, nullptr);
+    return Conn(c, true);
+}
+
+Conn Conn::wrap(PGconn *conn) {
+    if (conn == nullptr) {
+        fail(Errc::invalid_argument, "connection is NULL");
+    }
+    return Conn(conn, false);
+}
+
+Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_) { o.c_ = nullptr; }
+
+Conn &Conn::operator=(Conn &&o) noexcept {
+    if (this != &o) {
+        if (owned_ && c_ != nullptr) {
+            PQfinish(c_);
+        }
+        c_ = o.c_;
+        owned_ = o.owned_;
+        o.c_ = nullptr;
+    }
+    return *this;
+}
+
+Conn::~Conn() {
+    if (owned_ && c_ != nullptr) {
+        PQfinish(c_);
+    }
+}
+
+void Conn::check_usable() const {
+    if (c_ == nullptr) {
+        fail(Errc::connection, "no PostgreSQL connection");
+    }
+    if (PQstatus(c_) != CONNECTION_OK) {
+        fail(Errc::connection, "PostgreSQL connection is closed or broken");
+    }
+    if (PQisBusy(c_) != 0 || PQpipelineStatus(c_) != PQ_PIPELINE_OFF) {
+        fail(Errc::invalid_argument, "PostgreSQL connection is busy with another query");
+    }
+}
+
+void Conn::raise(PGresult *r, const std::string &context) const {
+    if (r == nullptr || PQstatus(c_) != CONNECTION_OK) {
+        std::string msg = c_ != nullptr ? PQerrorMessage(c_) : "no connection";
+        while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+            msg.pop_back();
+        }
+        fail(Errc::connection, context + ": PostgreSQL connection lost: " + msg);
+    }
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    std::string msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) != nullptr
+                          ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
+                          : PQresultErrorMessage(r);
+    std::string code = state != nullptr ? state : "";
+    fail(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")"));
+}
+
+Result Conn::exec(const std::string &sql, const Params &params) {
+    check_usable();
+    std::vector<const char *> values;
+    values.reserve(params.size());
+    for (const auto &p : params) {
+        values.push_back(p ? p->c_str() : nullptr);
+    }
+    PGresult *r = PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
+                               nullptr, 0);
+    ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        Result holder(r);
+        raise(r, "query failed");
+    }
+    return Result(r);
+}
+
+Result Conn::exec_simple(const std::string &sql) {
+    check_usable();
+    PGresult *r = PQexec(c_, sql.c_str());
+    ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+        Result holder(r);
+        raise(r, "query failed");
+    }
+    return Result(r);
+}
+
+} // namespace outbox::pg

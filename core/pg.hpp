@@ -1,0 +1,91 @@
+// libpq behind RAII. Errors become outbox::Error with a code chosen from the SQLSTATE, so the
+// layers above can tell a duplicate from a broken connection from a missing table.
+#pragma once
+
+#include "error.hpp"
+
+#include <libpq-fe.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace outbox::pg {
+
+class Result {
+  public:
+    Result() = default;
+    explicit Result(PGresult *r) : r_(r) {}
+    [[nodiscard]] int rows() const { return PQntuples(r_.get()); }
+    [[nodiscard]] int cols() const { return PQnfields(r_.get()); }
+    [[nodiscard]] bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+    [[nodiscard]] std::string_view get(int row, int col) const {
+        return {PQgetvalue(r_.get(), row, col), static_cast<size_t>(PQgetlength(r_.get(), row, col))};
+    }
+    [[nodiscard]] std::optional<std::string> get_opt(int row, int col) const {
+        if (is_null(row, col)) {
+            return std::nullopt;
+        }
+        return std::string(get(row, col));
+    }
+    [[nodiscard]] long long get_int(int row, int col) const;
+    [[nodiscard]] int column(const char *name) const { return PQfnumber(r_.get(), name); }
+    [[nodiscard]] const char *cmd_tuples() const { return PQcmdTuples(r_.get()); }
+    [[nodiscard]] PGresult *raw() const { return r_.get(); }
+
+  private:
+    struct Clear {
+        void operator()(PGresult *r) const noexcept { PQclear(r); }
+    };
+    std::unique_ptr<PGresult, Clear> r_;
+};
+
+// Text-format parameters; std::nullopt is SQL NULL.
+using Params = std::vector<std::optional<std::string>>;
+
+class Conn {
+  public:
+    // Opens a connection the library owns. Adds connect_timeout/keepalives/application_name
+    // defaults that the conninfo can override.
+    static Conn open(const std::string &conninfo, int connect_timeout_s = 10,
+                     const std::string &application_name = "outbox");
+    // Borrows a caller's connection: never closed, committed or rolled back by the library.
+    static Conn wrap(PGconn *conn);
+
+    Conn(Conn &&) noexcept;
+    Conn &operator=(Conn &&) noexcept;
+    Conn(const Conn &) = delete;
+    Conn &operator=(const Conn &) = delete;
+    ~Conn();
+
+    // Runs one statement with parameters; throws Error on any failure.
+    Result exec(const std::string &sql, const Params &params = {});
+    // Runs a simple (possibly multi-statement) query without parameters.
+    Result exec_simple(const std::string &sql);
+
+    [[nodiscard]] PGTransactionStatusType tx_status() const { return PQtransactionStatus(c_); }
+    [[nodiscard]] bool ok() const { return c_ != nullptr && PQstatus(c_) == CONNECTION_OK; }
+    [[nodiscard]] bool owned() const { return owned_; }
+    [[nodiscard]] PGconn *raw() const { return c_; }
+    [[nodiscard]] int socket() const { return PQsocket(c_); }
+    [[nodiscard]] int backend_pid() const { return PQbackendPID(c_); }
+
+    // Throws the Error matching a failed result (or a broken connection when r is null).
+    [[noreturn]] void raise(PGresult *r, const std::string &context) const;
+
+  private:
+    Conn(PGconn *c, bool owned) : c_(c), owned_(owned) {}
+    void check_usable() const;
+    PGconn *c_ = nullptr;
+    bool owned_ = false;
+};
+
+// Errc for an SQLSTATE (e.g. 23505 -> duplicate, 08xxx -> connection, 42P01 -> schema).
+Errc errc_for_sqlstate(std::string_view sqlstate);
+
+// A connection string with any password removed, for messages and logs.
+std::string redact_conninfo(const std::string &conninfo);
+
+} // namespace outbox::pg
