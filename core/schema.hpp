@@ -1,0 +1,26 @@
+// Creating and upgrading the tables, idempotently, with a recorded version per table.
+#pragma once
+
+#include "config.hpp"
+#include "pg.hpp"
+
+namespace outbox::schema {
+
+constexpr int outbox_version = 1;
+constexpr int inbox_version = 1;
+
+struct Result {
+    int outbox_from = 0, outbox_to = 0;
+    int inbox_from = 0, inbox_to = 0;
+};
+
+enum class What { all, outbox, inbox };
+
+// Runs under an advisory lock so concurrent migrations serialise. On an idle connection it
+// runs in its own transaction; inside the caller's transaction it joins it (caller commits).
+Result migrate(pg::Conn &conn, const Config &cfg, What what = What::all);
+
+// Installed version of the outbox table (0 when absent).
+int installed_version(pg::Conn &conn, const Config &cfg, What what);
+
+} // namespace outbox::schema

@@ -1,0 +1,138 @@
+#include "store.hpp"
+
+#include "error.hpp"
+
+namespace outbox::store {
+namespace {
+
+std::string write_sql_dollar(const Config &cfg) {
+    // Parameters appear once each and in order, so the text converts 1:1 to '?' placeholders.
+    // Every parameter is CAST so any driver can send them untyped.
+    return "WITH s AS (INSERT INTO " + cfg.aggregates_qualified() +
+           " AS a (aggregate_type, aggregate_id, last_seq) VALUES (CAST($1 AS text), CAST($2 AS text), 1)"
+           " ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq = a.last_seq + 1"
+           " RETURNING a.aggregate_type, a.aggregate_id, a.last_seq) "
+           "INSERT INTO " +
+           cfg.outbox_qualified() +
+           " (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload, previous_payload,"
+           " metadata, actor, created_at, next_attempt_at, idempotency_key) "
+           "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST($3 AS uuid), CAST($4 AS text),"
+           " CAST($5 AS text), CAST($6 AS json), CAST($7 AS json), CAST($8 AS json), CAST($9 AS text),"
+           " CAST($10 AS timestamptz), now(), CAST($11 AS text) FROM s RETURNING seq";
+}
+
+std::string to_qmark(const std::string &sql) {
+    std::string out;
+    out.reserve(sql.size());
+    for (size_t i = 0; i < sql.size(); ++i) {
+        if (sql[i] == '$' && i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
+            out.push_back('?');
+            while (i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
+                ++i;
+            }
+        } else {
+            out.push_back(sql[i]);
+        }
+    }
+    return out;
+}
+
+pg::Params write_params(const Event &ev) {
+    return {ev.aggregate_type,
+            ev.aggregate_id,
+            ev.resolved_id,
+            ev.resolved_type,
+            std::string(operation_name(ev.operation)),
+            ev.payload,
+            ev.previous_payload,
+            ev.metadata ? *ev.metadata : std::string("{}"),
+            ev.user,
+            ev.created_at,
+            ev.idempotency_key};
+}
+
+} // namespace
+
+Statement render_write(const Config &cfg, Event &ev) {
+    ev.prepare(cfg);
+    std::string sql = write_sql_dollar(cfg);
+    Statement st{cfg.qmark_placeholders ? to_qmark(sql) : sql, write_params(ev)};
+    ev.written = true;
+    return st;
+}
+
+void write(pg::Conn &conn, const Config &cfg, Event &ev) {
+    ev.prepare(cfg);
+    if (!conn.ok()) {
+        fail(Errc::connection, "PostgreSQL connection is closed or broken");
+    }
+    const PGTransactionStatusType st = conn.tx_status();
+    if (st == PQTRANS_INERROR) {
+        fail(Errc::transaction, "the caller's transaction is aborted; roll it back before writing");
+    }
+    if (st == PQTRANS_ACTIVE) {
+        fail(Errc::invalid_argument, "the connection is busy with another query");
+    }
+    const std::string sql = write_sql_dollar(cfg);
+    const bool savepoint = ev.idempotency_key.has_value() && st == PQTRANS_INTRANS;
+    if (savepoint) {
+        conn.exec_simple("SAVEPOINT outbox_write");
+    }
+    try {
+        pg::Result r = conn.exec(sql, write_params(ev));
+        ev.seq = r.get_int(0, 0);
+    } catch (const Error &e) {
+        if (e.code() != Errc::duplicate || !ev.idempotency_key) {
+            throw;
+        }
+        if (savepoint) {
+            conn.exec_simple("ROLLBACK TO SAVEPOINT outbox_write; RELEASE SAVEPOINT outbox_write");
+        }
+        std::string existing;
+        if (conn.tx_status() != PQTRANS_INERROR) {
+            pg::Result r = conn.exec("SELECT outbox_id FROM " + cfg.outbox_qualified() + " WHERE idempotency_key = $1",
+                                     {*ev.idempotency_key});
+            if (r.rows() > 0) {
+                existing = " by event " + std::string(r.get(0, 0));
+            }
+        }
+        fail(Errc::duplicate, "idempotency_key is already used" + existing);
+    }
+    if (savepoint) {
+        conn.exec_simple("RELEASE SAVEPOINT outbox_write");
+    }
+    ev.written = true;
+}
+
+std::string claim_sql(const Config &cfg) {
+    const std::string t = cfg.outbox_qualified();
+    // Heads: walk the pending index in next_attempt_at order; the head test is a correlated
+    // min() (an index probe per row, never turned into a join over the whole backlog), so the
+    // LIMIT stops the scan early however large the backlog is. Followers: per head, the next
+    // unpublished events of its aggregate through the aggregate index, at most claim_depth.
+    return "WITH heads AS ("
+           " SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " +
+           t +
+           " o WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()"
+           " AND o.seq = (SELECT min(p.seq) FROM " +
+           t +
+           " p WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id"
+           " AND p.status <> 'PUBLISHED')"
+           " ORDER BY o.next_attempt_at LIMIT $1 FOR UPDATE OF o SKIP LOCKED) "
+           "SELECT e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,"
+           " e.previous_payload, e.metadata, e.actor, e.created_at_text, e.created_at_epoch, e.retry_count,"
+           " e.seq - h.seq AS depth "
+           "FROM heads h CROSS JOIN LATERAL (SELECT f.outbox_id, f.event_type, f.aggregate_type, f.aggregate_id,"
+           " f.seq, f.operation, f.payload, f.previous_payload, f.metadata, f.actor,"
+           " to_char(f.created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS') AS created_at_text,"
+           " floor(extract(epoch FROM f.created_at))::bigint AS created_at_epoch, f.retry_count, f.status,"
+           " f.next_attempt_at FROM " +
+           t +
+           " f WHERE f.aggregate_type = h.aggregate_type AND f.aggregate_id = h.aggregate_id AND f.seq >= h.seq"
+           " AND f.status <> 'PUBLISHED' ORDER BY f.seq LIMIT " +
+           std::to_string(claim_depth) +
+           ") e WHERE e.status = 'PENDING' AND e.next_attempt_at <= now()"
+           " ORDER BY depth, e.aggregate_type, e.aggregate_id LIMIT $1";
+}
+
+} // namespace outbox::store

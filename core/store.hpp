@@ -1,0 +1,38 @@
+// The outbox table's statements: the transactional write (and its rendered form for foreign
+// drivers) and the relay's claim. All SQL is parameterised; identifiers come validated.
+#pragma once
+
+#include "config.hpp"
+#include "event.hpp"
+#include "pg.hpp"
+
+#include <string>
+
+namespace outbox::store {
+
+struct Statement {
+    std::string sql;
+    pg::Params params;
+};
+
+// The INSERT of one event, exactly as outbox_write runs it: one statement that bumps the
+// aggregate's sequence counter and inserts the row, returning the sequence number.
+// Prepares (validates, names, ids) the event first.
+Statement render_write(const Config &cfg, Event &ev);
+
+// Writes the event in the connection's current transaction (or as its own statement when the
+// connection is idle). Never begins, commits or rolls back the caller's transaction; with an
+// idempotency key inside a transaction it uses a savepoint so a duplicate leaves the caller's
+// transaction usable. Throws Error(duplicate) for a used idempotency key.
+void write(pg::Conn &conn, const Config &cfg, Event &ev);
+
+// The relay's claim: due PENDING events whose earlier events of the same aggregate are all
+// published (the heads, locked with SKIP LOCKED), plus the events that follow a head in its
+// aggregate (at most claim_depth per aggregate), heads first. $1 = batch size. Columns:
+// outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload,
+// metadata, actor, created_at (YYYYMMDDHHMMSS UTC), created_at (epoch s), retry_count, depth.
+// Followers come back unlocked: no other relay can claim them while their head is locked.
+constexpr int claim_depth = 16;
+std::string claim_sql(const Config &cfg);
+
+} // namespace outbox::store
