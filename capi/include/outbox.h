@@ -1,0 +1,246 @@
+/**
+ * @file outbox.h
+ * @brief The public C API of liboutbox: a transactional outbox for PostgreSQL and RabbitMQ.
+ *
+ * Conventions (the same for every call):
+ * - Handles are opaque. Each `*_new` / `*_open` / `*_wrap` has a `*_free` / `*_close`;
+ *   passing NULL to a free/close function does nothing.
+ * - Every fallible call returns an ::outbox_status (0 = OUTBOX_OK, negative = error). After an
+ *   error, outbox_last_error() gives a human-readable message for the calling thread.
+ * - A NULL argument where a value is required is answered with OUTBOX_ERR_INVALID_ARGUMENT,
+ *   never a crash. No C++ exception ever leaves the library.
+ * - Output parameters come first.
+ * - Strings the library returns are either *borrowed* (valid until the call named in the
+ *   function's documentation; never free them) or *owned* (free with outbox_string_free()).
+ * - Handles are not thread-safe: use one handle from one thread at a time. Different handles
+ *   may be used from different threads at once. outbox_relay_stop() is the one exception: it
+ *   may be called from any thread or a signal handler.
+ * - Configuration is by string key/value (outbox_config_set()), so new options never change a
+ *   struct layout.
+ */
+#ifndef OUTBOX_H
+#define OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define OUTBOX_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define OUTBOX_API __attribute__((visibility("default")))
+#else
+#define OUTBOX_API
+#endif
+
+/** @name Version */
+/**@{*/
+#define OUTBOX_VERSION_MAJOR 0
+#define OUTBOX_VERSION_MINOR 1
+#define OUTBOX_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define OUTBOX_VERSION_NUMBER (OUTBOX_VERSION_MAJOR * 10000 + OUTBOX_VERSION_MINOR * 100 + OUTBOX_VERSION_PATCH)
+#define OUTBOX_VERSION_STRING "0.1.0"
+
+/** @return the library's version string, e.g. "0.1.0" (static, never freed). */
+OUTBOX_API const char *outbox_version(void);
+/** @return the library's version as OUTBOX_VERSION_NUMBER computes it. */
+OUTBOX_API int outbox_version_number(void);
+/**@}*/
+
+/** @name Status codes and errors */
+/**@{*/
+/** Status of every fallible call. The values are stable; new ones are only added. */
+typedef enum outbox_status {
+    OUTBOX_OK = 0,
+    OUTBOX_ERR_INVALID_ARGUMENT = -1, /**< NULL or malformed argument */
+    OUTBOX_ERR_INVALID_EVENT = -2,    /**< missing field, invalid JSON, unknown operation */
+    OUTBOX_ERR_TOO_LARGE = -3,        /**< payload over event.max_payload_bytes */
+    OUTBOX_ERR_DUPLICATE = -4,        /**< idempotency key already used */
+    OUTBOX_ERR_DATABASE = -5,         /**< PostgreSQL reported an error */
+    OUTBOX_ERR_CONNECTION = -6,       /**< connection closed, broken or unreachable */
+    OUTBOX_ERR_BROKER = -7,           /**< RabbitMQ reported an error */
+    OUTBOX_ERR_TIMEOUT = -8,          /**< a bounded wait ran out */
+    OUTBOX_ERR_SCHEMA = -9,           /**< tables missing, or at a version this library does not know */
+    OUTBOX_ERR_TRANSACTION = -10,     /**< the transaction is aborted or in the wrong state */
+    OUTBOX_ERR_NO_MEMORY = -11,
+    OUTBOX_ERR_STOPPED = -12,         /**< interrupted by a stop request */
+    OUTBOX_ERR_INTERNAL = -13,
+    OUTBOX_ERR_UNKNOWN_KEY = -14,     /**< configuration key or event field not known */
+    OUTBOX_ERR_NOT_FOUND = -15
+} outbox_status;
+
+/**
+ * @return the message of the last error on the calling thread. Never NULL (an empty string
+ * when there was none). Borrowed: valid until the next outbox_* call on this thread.
+ */
+OUTBOX_API const char *outbox_last_error(void);
+/** @return the status of the last error on the calling thread (OUTBOX_OK when none). */
+OUTBOX_API outbox_status outbox_last_status(void);
+/** @return a stable name for a status, e.g. "INVALID_EVENT" (static, never freed). */
+OUTBOX_API const char *outbox_status_name(outbox_status status);
+/** Frees a string the library returned as owned. NULL is a no-op. */
+OUTBOX_API void outbox_string_free(char *s);
+/**@}*/
+
+/** @name Configuration */
+/**@{*/
+/** Options by key. Destroy with outbox_config_free(). */
+typedef struct outbox_config outbox_config;
+
+/** @param[out] out a new configuration holding the defaults. */
+OUTBOX_API outbox_status outbox_config_new(outbox_config **out);
+OUTBOX_API void outbox_config_free(outbox_config *cfg);
+/**
+ * Sets one option, e.g. ("amqp.exchange", "corewrite.fanout") or ("event.type_map", "PRD=Product").
+ * @return OUTBOX_OK, OUTBOX_ERR_UNKNOWN_KEY, or OUTBOX_ERR_INVALID_ARGUMENT (bad value; the
+ *         message says why). On error the configuration is unchanged.
+ */
+OUTBOX_API outbox_status outbox_config_set(outbox_config *cfg, const char *key, const char *value);
+/**
+ * @param[out] out the option's current value (owned: free with outbox_string_free()). Secrets
+ *             (URLs with passwords) read back as "***".
+ */
+OUTBOX_API outbox_status outbox_config_get(char **out, const outbox_config *cfg, const char *key);
+/**
+ * Lists the known keys.
+ * @param index 0-based
+ * @param[out] key borrowed static string; @param[out] help borrowed static string (either may be NULL).
+ * @return OUTBOX_OK, or OUTBOX_ERR_NOT_FOUND past the last key.
+ */
+OUTBOX_API outbox_status outbox_config_key(const char **key, const char **help, size_t index);
+/**@}*/
+
+/** @name Database connections */
+/**@{*/
+/** A PostgreSQL connection, opened by the library or lent by the caller. */
+typedef struct outbox_db outbox_db;
+
+/**
+ * Opens a connection the library owns.
+ * @param[out] out the new handle; close with outbox_db_close().
+ * @param conninfo a libpq URL or key=value string (TLS options such as sslmode pass through).
+ * @param cfg options (table names, limits); copied, may be NULL for the defaults.
+ */
+OUTBOX_API outbox_status outbox_db_open(outbox_db **out, const char *conninfo, const outbox_config *cfg);
+/**
+ * Wraps a connection the caller already has (a libpq `PGconn *`). The library never closes,
+ * commits or rolls back a lent connection; outbox_db_close() only releases the handle.
+ * @param pgconn a `PGconn *` (declared void* so this header does not need libpq's).
+ * @param cfg copied, may be NULL.
+ */
+OUTBOX_API outbox_status outbox_db_wrap(outbox_db **out, void *pgconn, const outbox_config *cfg);
+/** Closes an owned connection, or releases a lent one. NULL is a no-op. */
+OUTBOX_API void outbox_db_close(outbox_db *db);
+/** @return the underlying `PGconn *` (borrowed, valid until outbox_db_close()), or NULL for a NULL handle. */
+OUTBOX_API void *outbox_db_pgconn(outbox_db *db);
+/**
+ * Runs SQL without parameters and without results the caller needs: BEGIN, COMMIT, ROLLBACK,
+ * DDL. For the caller's own statements with parameters, use libpq on outbox_db_pgconn().
+ */
+OUTBOX_API outbox_status outbox_db_exec(outbox_db *db, const char *sql);
+/** Transaction state of the connection. */
+typedef enum outbox_tx_state {
+    OUTBOX_TX_IDLE = 0,     /**< no transaction open */
+    OUTBOX_TX_ACTIVE = 1,   /**< a query is running */
+    OUTBOX_TX_INTRANS = 2,  /**< inside a transaction */
+    OUTBOX_TX_INERROR = 3,  /**< inside a failed transaction: roll back */
+    OUTBOX_TX_UNKNOWN = 4   /**< connection is bad */
+} outbox_tx_state;
+OUTBOX_API outbox_tx_state outbox_db_tx_state(outbox_db *db);
+
+/** Which tables outbox_migrate() creates or upgrades. */
+typedef enum outbox_migrate_target {
+    OUTBOX_MIGRATE_ALL = 0,
+    OUTBOX_MIGRATE_OUTBOX = 1, /**< the outbox table and its aggregate counter table */
+    OUTBOX_MIGRATE_INBOX = 2   /**< the consumer inbox tables */
+} outbox_migrate_target;
+/**
+ * Creates or upgrades the tables named by the db's configuration, idempotently, recording the
+ * schema version in `<schema>.outbox_migrations`. Concurrent migrations serialise on an
+ * advisory lock. On an idle connection it runs in its own transaction; inside the caller's
+ * transaction it joins it.
+ * @param[out] version the outbox schema version now installed (may be NULL).
+ */
+OUTBOX_API outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migrate_target target);
+/**@}*/
+
+/** @name Events */
+/**@{*/
+/** An event under construction; reusable. Destroy with outbox_event_free(). */
+typedef struct outbox_event outbox_event;
+
+OUTBOX_API outbox_status outbox_event_new(outbox_event **out);
+OUTBOX_API void outbox_event_free(outbox_event *ev);
+/**
+ * Sets a field from a NUL-terminated string. Fields:
+ * - "aggregate_type" (required; letters, digits, '_' and '-'), "aggregate_id" (required),
+ * - "operation" (required): POST, PUT, PATCH, DELETE or FORCE_DELETE (a DELETE named ForceDeleted),
+ * - "payload" (required, a JSON object), "previous_payload" (a JSON object), "metadata" (a JSON object),
+ * - "user", "event_type" (explicit; wins over naming), "idempotency_key",
+ * - "event_id" (an explicit UUID; by default a new time-ordered UUIDv7), "force_delete" ("true"/"false").
+ * Values are checked for UTF-8 here; the rest of the validation happens in outbox_write().
+ * @return OUTBOX_ERR_UNKNOWN_KEY for an unknown field, OUTBOX_ERR_INVALID_EVENT for a bad value.
+ */
+OUTBOX_API outbox_status outbox_event_set(outbox_event *ev, const char *field, const char *value);
+/** As outbox_event_set(), with an explicit length; a value containing a NUL byte is rejected. */
+OUTBOX_API outbox_status outbox_event_set_n(outbox_event *ev, const char *field, const char *value, size_t len);
+/** Clears an optional field. */
+OUTBOX_API outbox_status outbox_event_unset(outbox_event *ev, const char *field);
+/** @return the event's id after a write or render (borrowed, valid until the event changes or is freed), or NULL. */
+OUTBOX_API const char *outbox_event_id(const outbox_event *ev);
+/** @return the event type after a write or render (borrowed, as outbox_event_id()), or NULL. */
+OUTBOX_API const char *outbox_event_type(const outbox_event *ev);
+/** @return the per-aggregate sequence number assigned by outbox_write(), or 0 before it. */
+OUTBOX_API int64_t outbox_event_seq(const outbox_event *ev);
+
+/**
+ * Inserts the event into the outbox **in the connection's current transaction**: the caller
+ * BEGINs, writes its business rows, calls outbox_write(), then COMMITs (both persist) or rolls
+ * back (neither does). The library never begins, commits or rolls back.
+ *
+ * The event gets a per-aggregate sequence number; two transactions writing the same aggregate
+ * are numbered in commit order (the second waits for the first's commit at this call).
+ *
+ * Bad input is rejected before anything reaches the database, so the caller's transaction
+ * stays usable. A duplicate idempotency key returns OUTBOX_ERR_DUPLICATE and, inside a
+ * transaction, also leaves it usable (a savepoint is used for events that carry a key).
+ * After a successful write, outbox_event_id() and outbox_event_seq() tell what was written;
+ * the next write with the same handle makes a new event (unless "event_id" is set).
+ * After a failed write the id is kept, so retrying in a new transaction writes the same event.
+ */
+OUTBOX_API outbox_status outbox_write(outbox_db *db, outbox_event *ev);
+
+/** A rendered statement for drivers whose connection cannot be lent (node-postgres, PDO, asyncpg). */
+typedef struct outbox_statement outbox_statement;
+/**
+ * Renders the exact statement outbox_write() would run, with its parameters as text, after the
+ * same validation, naming and id assignment. Run it with your driver inside your transaction.
+ * Placeholders are $1..$n, or '?' with the option render.placeholders=qmark; each parameter is
+ * used once, in order. The statement returns one row with one column, the sequence number.
+ * @param cfg may be NULL for the defaults.
+ * @param[out] out free with outbox_statement_free().
+ */
+OUTBOX_API outbox_status outbox_render_write(outbox_statement **out, const outbox_config *cfg, outbox_event *ev);
+OUTBOX_API void outbox_statement_free(outbox_statement *st);
+/** @return the SQL text (borrowed, valid until outbox_statement_free()). */
+OUTBOX_API const char *outbox_statement_sql(const outbox_statement *st);
+/** @return the number of parameters. */
+OUTBOX_API size_t outbox_statement_param_count(const outbox_statement *st);
+/** @return parameter `index` as text (borrowed, as outbox_statement_sql()), or NULL for SQL NULL or a bad index. */
+OUTBOX_API const char *outbox_statement_param(const outbox_statement *st, size_t index);
+/**
+ * @param[out] out the statement as one JSON object {"sql": "...", "params": ["...", null, ...]}
+ * (owned: free with outbox_string_free()) — convenient for FFI callers.
+ */
+OUTBOX_API outbox_status outbox_statement_json(char **out, const outbox_statement *st);
+/**@}*/
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OUTBOX_H */

@@ -1,0 +1,71 @@
+// Shared by the capi/*-c.cpp files: handle definitions and the guard that turns every
+// exception into a status code and a thread-local message. No logic lives here.
+#pragma once
+
+#include "outbox.h"
+
+#include "config.hpp"
+#include "error.hpp"
+#include "event.hpp"
+#include "pg.hpp"
+#include "store.hpp"
+
+#include <new>
+#include <string>
+
+struct outbox_config {
+    outbox::Config cfg;
+};
+
+struct outbox_db {
+    outbox::pg::Conn conn;
+    outbox::Config cfg;
+};
+
+struct outbox_event {
+    outbox::Event ev;
+};
+
+struct outbox_statement {
+    outbox::store::Statement st;
+};
+
+namespace outbox::capi {
+
+void set_error(outbox_status status, const char *message) noexcept;
+void clear_error() noexcept;
+outbox_status fail_null(const char *what) noexcept;
+
+// Runs fn (returning void) and converts what it throws. Every entry point body goes through here.
+template <typename Fn> outbox_status guard(Fn &&fn) noexcept {
+    try {
+        clear_error();
+        fn();
+        return OUTBOX_OK;
+    } catch (const outbox::Error &e) {
+        auto st = static_cast<outbox_status>(static_cast<int>(e.code()));
+        set_error(st, e.what());
+        return st;
+    } catch (const std::bad_alloc &) {
+        set_error(OUTBOX_ERR_NO_MEMORY, "out of memory");
+        return OUTBOX_ERR_NO_MEMORY;
+    } catch (const std::exception &e) {
+        set_error(OUTBOX_ERR_INTERNAL, e.what());
+        return OUTBOX_ERR_INTERNAL;
+    } catch (...) {
+        set_error(OUTBOX_ERR_INTERNAL, "unknown internal error");
+        return OUTBOX_ERR_INTERNAL;
+    }
+}
+
+// Copies a string into memory freed by outbox_string_free().
+char *dup_string(const std::string &s);
+
+} // namespace outbox::capi
+
+#define OUTBOX_REQUIRE(arg)                                                                                            \
+    do {                                                                                                               \
+        if ((arg) == nullptr) {                                                                                        \
+            return outbox::capi::fail_null(#arg);                                                                      \
+        }                                                                                                              \
+    } while (0)
