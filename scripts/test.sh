@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs every test suite against real, throwaway PostgreSQL and RabbitMQ:
+#   1. installs missing packages, starts the local services
+#   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
+#   3. the installed library: header, pkg-config and CMake package, C example built against it
+# Exits non-zero when any suite fails. Services started here are stopped again at the end.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$OUTBOX_REPO_ROOT
+cd "$root"
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,6p' "$0"; exit 0; fi
+
+"$root/scripts/deps.sh"
+started_here=0
+if ! "$root/scripts/services.sh" status >/dev/null 2>&1; then started_here=1; fi
+"$root/scripts/services.sh" up
+eval "$("$root/scripts/services.sh" env)"
+export OUTBOX_PG_URL OUTBOX_AMQP_URL
+cleanup() { if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi; }
+trap cleanup EXIT
+
+declare -a results=()
+failed=0
+suite() { # name command...
+  local name=$1; shift
+  echo "=== suite: $name"
+  local start=$SECONDS
+  if "$@"; then results+=("PASS  $name ($((SECONDS - start)) s)")
+  else results+=("FAIL  $name ($((SECONDS - start)) s)"); failed=$((failed + 1)); fi
+}
+
+cxx_suite() {
+  "$root/scripts/build.sh" asan
+  # LeakSanitizer is on; libpq/OpenSSL keep process-lifetime allocations that are not leaks of ours.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 600
+}
+
+installed_suite() {
+  "$root/scripts/build.sh" release
+  "$root/tests/install/check_installed.sh" "$root/_install"
+}
+
+suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
+suite "installed library (pkg-config, find_package, C example)" installed_suite
+
+echo
+echo "=== summary"
+printf '%s\n' "${results[@]}"
+passed=$(( ${#results[@]} - failed ))
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
