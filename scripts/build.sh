@@ -12,7 +12,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 case "$kind" in
   release)
     cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DOUTBOX_WERROR=ON -DCMAKE_INSTALL_PREFIX="$root/_install" >/dev/null
+      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$root/_install" >/dev/null
     cmake --build "$root/build/release" -j "$jobs"
     cmake --install "$root/build/release" >/dev/null
     echo "build: release built and installed into $root/_install"
