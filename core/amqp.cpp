@@ -1,0 +1,956 @@
+#include "amqp.hpp"
+
+#include "error.hpp"
+
+#include <amqp.h>
+#include <amqp_framing.h>
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+
+namespace outbox::amqp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr amqp_channel_t kChannel = 1;
+// librabbitmq's own deadline (RPC reply, handshake) should report a timeout before the watchdog cuts
+// the socket, so the watchdog gets a little more than io_timeout_ms.
+constexpr int kWatchdogSlackMs = 500;
+constexpr const char *kSystemCaBundle = "/etc/ssl/certs/ca-certificates.crt";
+
+amqp_bytes_t bytes_of(std::string_view s) {
+    amqp_bytes_t b;
+    b.len = s.size();
+    // librabbitmq takes non-const pointers but only reads what it is given to send.
+    b.bytes = const_cast<char *>(s.data());
+    return b;
+}
+
+std::string str_of(const amqp_bytes_t &b) {
+    if (b.bytes == nullptr || b.len == 0) {
+        return {};
+    }
+    return std::string(static_cast<const char *>(b.bytes), b.len);
+}
+
+timeval tv_of(int ms) {
+    timeval tv{};
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = static_cast<suseconds_t>(ms % 1000) * 1000;
+    return tv;
+}
+
+std::string reply_text(uint16_t code, const amqp_bytes_t &text) {
+    return std::to_string(code) + " " + str_of(text);
+}
+
+// Owns the amqp_connection_state_t; destroying it also closes and frees its socket.
+struct StateDeleter {
+    void operator()(amqp_connection_state_t s) const noexcept { amqp_destroy_connection(s); }
+};
+using StatePtr = std::unique_ptr<std::remove_pointer_t<amqp_connection_state_t>, StateDeleter>;
+
+// ---- tables --------------------------------------------------------------------------------------
+
+// An amqp_table_t view of a Table; the entries point into the Table, which must outlive it.
+class EncodedTable {
+  public:
+    explicit EncodedTable(const Table &t) {
+        entries_.reserve(t.size());
+        for (const auto &[key, value] : t) {
+            amqp_table_entry_t e{};
+            e.key = bytes_of(key);
+            if (const auto *s = std::get_if<std::string>(&value)) {
+                e.value.kind = AMQP_FIELD_KIND_UTF8;
+                e.value.value.bytes = bytes_of(*s);
+            } else if (const auto *i = std::get_if<int64_t>(&value)) {
+                e.value.kind = AMQP_FIELD_KIND_I64;
+                e.value.value.i64 = *i;
+            } else {
+                e.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+                e.value.value.boolean = std::get<bool>(value) ? 1 : 0;
+            }
+            entries_.push_back(e);
+        }
+    }
+    [[nodiscard]] amqp_table_t get() const {
+        amqp_table_t t;
+        t.num_entries = static_cast<int>(entries_.size());
+        t.entries = entries_.empty() ? nullptr : const_cast<amqp_table_entry_t *>(entries_.data());
+        return t;
+    }
+
+  private:
+    std::vector<amqp_table_entry_t> entries_;
+};
+
+std::optional<FieldValue> decode_value(const amqp_field_value_t &v) {
+    switch (v.kind) {
+    case AMQP_FIELD_KIND_BOOLEAN:
+        return FieldValue(v.value.boolean != 0);
+    case AMQP_FIELD_KIND_I8:
+        return FieldValue(static_cast<int64_t>(v.value.i8));
+    case AMQP_FIELD_KIND_U8:
+        return FieldValue(static_cast<int64_t>(v.value.u8));
+    case AMQP_FIELD_KIND_I16:
+        return FieldValue(static_cast<int64_t>(v.value.i16));
+    case AMQP_FIELD_KIND_U16:
+        return FieldValue(static_cast<int64_t>(v.value.u16));
+    case AMQP_FIELD_KIND_I32:
+        return FieldValue(static_cast<int64_t>(v.value.i32));
+    case AMQP_FIELD_KIND_U32:
+        return FieldValue(static_cast<int64_t>(v.value.u32));
+    case AMQP_FIELD_KIND_I64:
+        return FieldValue(v.value.i64);
+    case AMQP_FIELD_KIND_U64:
+    case AMQP_FIELD_KIND_TIMESTAMP:
+        // Wraps above INT64_MAX; no real header carries such values and the type stays simple.
+        return FieldValue(static_cast<int64_t>(v.value.u64));
+    case AMQP_FIELD_KIND_UTF8:
+    case AMQP_FIELD_KIND_BYTES:
+        return FieldValue(str_of(v.value.bytes));
+    default:
+        return std::nullopt; // float, decimal, void, nested table/array (e.g. x-death): not representable
+    }
+}
+
+Table decode_table(const amqp_table_t &t) {
+    Table out;
+    if (t.entries == nullptr) {
+        return out;
+    }
+    out.reserve(static_cast<size_t>(std::max(t.num_entries, 0)));
+    for (int i = 0; i < t.num_entries; ++i) {
+        if (auto v = decode_value(t.entries[i].value)) {
+            out.emplace_back(str_of(t.entries[i].key), std::move(*v));
+        }
+    }
+    return out;
+}
+
+Properties decode_properties(const amqp_basic_properties_t &p) {
+    Properties out;
+    const amqp_flags_t f = p._flags;
+    if ((f & AMQP_BASIC_CONTENT_TYPE_FLAG) != 0) {
+        out.content_type = str_of(p.content_type);
+    }
+    if ((f & AMQP_BASIC_MESSAGE_ID_FLAG) != 0) {
+        out.message_id = str_of(p.message_id);
+    }
+    if ((f & AMQP_BASIC_TYPE_FLAG) != 0) {
+        out.type = str_of(p.type);
+    }
+    if ((f & AMQP_BASIC_CORRELATION_ID_FLAG) != 0) {
+        out.correlation_id = str_of(p.correlation_id);
+    }
+    if ((f & AMQP_BASIC_APP_ID_FLAG) != 0) {
+        out.app_id = str_of(p.app_id);
+    }
+    if ((f & AMQP_BASIC_DELIVERY_MODE_FLAG) != 0) {
+        out.delivery_mode = p.delivery_mode;
+    }
+    if ((f & AMQP_BASIC_TIMESTAMP_FLAG) != 0) {
+        out.timestamp = static_cast<int64_t>(p.timestamp);
+    }
+    if ((f & AMQP_BASIC_HEADERS_FLAG) != 0) {
+        out.headers = decode_table(p.headers);
+    }
+    return out;
+}
+
+// ---- the send watchdog -----------------------------------------------------------------------------
+
+// librabbitmq 0.11 keeps its socket O_NONBLOCK and, inside amqp_basic_publish / amqp_send_frame, polls
+// for writability with an infinite deadline (cut short only by the receive-heartbeat deadline, which a
+// broker that is blocked by a resource alarm keeps pushing forward). SO_SNDTIMEO does not apply to a
+// non-blocking socket, so the only way to bound such a call is from outside: this thread shuts the
+// socket down when an armed call overruns, the library's poll wakes up, the send fails and the call
+// returns. shutdown() leaves the descriptor open, so there is no race with descriptor reuse.
+class Watchdog {
+  public:
+    Watchdog() = default;
+    Watchdog(const Watchdog &) = delete;
+    Watchdog &operator=(const Watchdog &) = delete;
+    ~Watchdog() { stop(); }
+
+    void arm(int fd, long long budget_ms) {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (!thread_.joinable()) {
+            try {
+                thread_ = std::thread([this] { run(); });
+            } catch (const std::system_error &e) {
+                fail(Errc::internal, std::string("cannot start the AMQP send watchdog thread: ") + e.what());
+            }
+        }
+        fd_ = fd;
+        deadline_ = Clock::now() + milliseconds(budget_ms);
+        armed_ = true;
+        fired_ = false;
+        const bool wake = idle_ || deadline_ < sleeping_until_;
+        lk.unlock();
+        // A watchdog sleeping towards an earlier deadline re-checks on its own when it wakes; only an
+        // idle one, or one sleeping past the new deadline, needs a notification. That keeps a publish
+        // loop (steadily later deadlines) free of context switches.
+        if (wake) {
+            cv_.notify_one();
+        }
+    }
+
+    // True when the watchdog fired during the armed call.
+    bool disarm() noexcept {
+        std::lock_guard<std::mutex> lk(mu_);
+        armed_ = false;
+        return fired_;
+    }
+
+    void stop() noexcept {
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            stopping_ = true;
+            armed_ = false;
+        }
+        cv_.notify_one();
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+    }
+
+  private:
+    void run() {
+        std::unique_lock<std::mutex> lk(mu_);
+        while (!stopping_) {
+            if (!armed_) {
+                idle_ = true;
+                cv_.wait(lk);
+                idle_ = false;
+                continue;
+            }
+            if (Clock::now() >= deadline_) {
+                ::shutdown(fd_, SHUT_RDWR);
+                fired_ = true;
+                armed_ = false;
+                continue;
+            }
+            const auto until = deadline_;
+            sleeping_until_ = until;
+            cv_.wait_until(lk, until);
+            sleeping_until_ = Clock::time_point::max();
+        }
+    }
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread thread_;
+    bool stopping_ = false;
+    bool armed_ = false;
+    bool fired_ = false;
+    bool idle_ = false;
+    int fd_ = -1;
+    Clock::time_point deadline_{};
+    Clock::time_point sleeping_until_ = Clock::time_point::max();
+};
+
+// Content (header + body frames) following a basic.return or basic.deliver, possibly spread over
+// several wait() calls.
+struct PendingContent {
+    std::variant<Returned, Message> event;
+    bool have_header = false;
+    uint64_t body_size = 0;
+    std::string body;
+};
+
+} // namespace
+
+// ---- redact_url --------------------------------------------------------------------------------------
+
+std::string redact_url(const std::string &url) {
+    const auto scheme = url.find("://");
+    const size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
+    size_t auth_end = url.find_first_of("/?#", auth_start);
+    if (auth_end == std::string::npos) {
+        auth_end = url.size();
+    }
+    size_t at = url.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
+    if (at == std::string::npos || at < auth_start) {
+        // A password with an unencoded '/', '?' or '#' ends the authority early; look further rather
+        // than leak it. Over-redacting a strange URL is the acceptable failure here.
+        at = url.find('@', auth_end);
+        if (at == std::string::npos) {
+            return url;
+        }
+    }
+    const auto colon = url.find(':', auth_start);
+    if (colon == std::string::npos || colon > at) {
+        return url; // no password
+    }
+    return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+// ---- Connection::Impl -----------------------------------------------------------------------------
+
+struct Connection::Impl {
+    Options opts;
+    std::string redacted;
+    StatePtr state;
+    bool socket_ok = false; // login done and the socket not known to be broken or closed: a close is owed
+    bool dead = false;      // any error: the object only waits for destruction
+    std::string dead_reason;
+    bool is_blocked = false;
+    bool confirm = false;
+    uint64_t next_tag = 1;
+    std::optional<PendingContent> pending;
+    Watchdog watchdog; // declared after `state`: stopped before the socket is closed
+
+    explicit Impl(Options o) : opts(std::move(o)), redacted(redact_url(opts.url)) {}
+    Impl(const Impl &) = delete;
+    Impl &operator=(const Impl &) = delete;
+
+    ~Impl() {
+        if (state && socket_ok) {
+            // Polite close so the broker logs a clean disconnect rather than an abrupt one; bounded by
+            // the RPC timeout and the watchdog. Errors are irrelevant now.
+            const int fd = amqp_get_sockfd(state.get());
+            bool armed = false;
+            if (fd >= 0) {
+                try {
+                    watchdog.arm(fd, static_cast<long long>(opts.io_timeout_ms) + kWatchdogSlackMs);
+                    armed = true;
+                } catch (...) { // NOLINT(bugprone-empty-catch): without the watchdog the close could hang
+                }
+            }
+            if (armed) {
+                (void)amqp_connection_close(state.get(), AMQP_REPLY_SUCCESS);
+                (void)watchdog.disarm();
+            }
+        }
+        watchdog.stop();
+    }
+
+    amqp_connection_state_t conn() const { return state.get(); }
+
+    [[nodiscard]] std::string msg(const std::string &detail) const { return "AMQP " + redacted + ": " + detail; }
+
+    // Marks the connection unusable and throws. The first reason is kept for later calls.
+    [[noreturn]] void die(Errc code, const std::string &detail) {
+        std::string m = msg(detail);
+        if (!dead) {
+            dead = true;
+            dead_reason = m;
+        }
+        pending.reset();
+        throw Error(code, m);
+    }
+
+    // A library status other than OK from a send or a frame wait.
+    [[noreturn]] void lost(int status, const std::string &what, bool watchdog_fired) {
+        socket_ok = false;
+        if (watchdog_fired) {
+            die(Errc::timeout, what + ": no progress within " + std::to_string(opts.io_timeout_ms) +
+                                   " ms (broker not reading: resource alarm, stopped or unreachable); "
+                                   "connection dropped");
+        }
+        switch (status) {
+        case AMQP_STATUS_TIMEOUT:
+            die(Errc::timeout, what + ": timed out after " + std::to_string(opts.io_timeout_ms) + " ms");
+        case AMQP_STATUS_HEARTBEAT_TIMEOUT:
+            die(Errc::connection, what + ": heartbeat timeout, the broker went silent");
+        case AMQP_STATUS_NO_MEMORY:
+            die(Errc::no_memory, what + ": out of memory");
+        default:
+            die(Errc::connection, what + ": " + amqp_error_string2(status));
+        }
+    }
+
+    // Best-effort answer to a broker's close, so it can release the channel or connection at once.
+    void send_close_ok(amqp_channel_t channel, amqp_method_number_t method) noexcept {
+        const int fd = amqp_get_sockfd(state.get());
+        if (fd < 0) {
+            return;
+        }
+        try {
+            watchdog.arm(fd, opts.io_timeout_ms);
+        } catch (...) {
+            return;
+        }
+        if (method == AMQP_CHANNEL_CLOSE_OK_METHOD) {
+            amqp_channel_close_ok_t ok{};
+            (void)amqp_send_method(state.get(), channel, method, &ok);
+        } else {
+            amqp_connection_close_ok_t ok{};
+            (void)amqp_send_method(state.get(), channel, method, &ok);
+        }
+        (void)watchdog.disarm();
+    }
+
+    [[noreturn]] void broker_closed_channel(const amqp_channel_close_t &c, const std::string &what) {
+        send_close_ok(kChannel, AMQP_CHANNEL_CLOSE_OK_METHOD);
+        die(Errc::broker, what + "channel closed by broker: " + reply_text(c.reply_code, c.reply_text));
+    }
+
+    [[noreturn]] void broker_closed_connection(const amqp_connection_close_t &c, const std::string &what,
+                                               Errc code = Errc::broker) {
+        send_close_ok(0, AMQP_CONNECTION_CLOSE_OK_METHOD);
+        socket_ok = false;
+        die(code, what + "connection closed by broker: " + reply_text(c.reply_code, c.reply_text));
+    }
+
+    void check_reply(const amqp_rpc_reply_t &r, const std::string &what, bool watchdog_fired,
+                     Errc server_code = Errc::broker) {
+        if (watchdog_fired) {
+            lost(AMQP_STATUS_TIMEOUT, what, true);
+        }
+        switch (r.reply_type) {
+        case AMQP_RESPONSE_NORMAL:
+            return;
+        case AMQP_RESPONSE_NONE:
+            socket_ok = false;
+            die(Errc::broker, what + ": no RPC reply");
+        case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+            lost(r.library_error, what, false);
+        case AMQP_RESPONSE_SERVER_EXCEPTION:
+            if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD && r.reply.decoded != nullptr) {
+                broker_closed_channel(*static_cast<const amqp_channel_close_t *>(r.reply.decoded), what + ": ");
+            }
+            if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD && r.reply.decoded != nullptr) {
+                broker_closed_connection(*static_cast<const amqp_connection_close_t *>(r.reply.decoded), what + ": ",
+                                         server_code);
+            }
+            socket_ok = false;
+            die(server_code, what + ": unexpected server reply " + std::to_string(r.reply.id));
+        }
+        socket_ok = false;
+        die(Errc::broker, what + ": unknown RPC reply type");
+    }
+
+    // Runs one librabbitmq RPC helper under the watchdog and turns a bad reply into an Error.
+    // The returned pointer lives in librabbitmq's pool until the next library call: copy at once.
+    template <class F> auto rpc(const std::string &what, F &&call) {
+        amqp_maybe_release_buffers(state.get()); // what the previous RPC returned is no longer needed
+        watchdog.arm(amqp_get_sockfd(state.get()), static_cast<long long>(opts.io_timeout_ms) + kWatchdogSlackMs);
+        auto *ok = call();
+        const bool fired = watchdog.disarm();
+        check_reply(amqp_get_rpc_reply(state.get()), what, fired);
+        if (ok == nullptr) { // NORMAL reply without a decoded method: cannot happen, but never dereference
+            socket_ok = false;
+            die(Errc::broker, what + ": empty RPC reply");
+        }
+        return ok;
+    }
+
+    // A plain send (publish, ack...) under the watchdog.
+    template <class F> void send(const std::string &what, F &&call) {
+        watchdog.arm(amqp_get_sockfd(state.get()), opts.io_timeout_ms);
+        const int status = call();
+        const bool fired = watchdog.disarm();
+        if (status != AMQP_STATUS_OK || fired) {
+            lost(status, what, fired);
+        }
+    }
+
+    std::optional<Event> on_frame(const amqp_frame_t &frame);
+    std::optional<Event> on_content(const amqp_frame_t &frame);
+};
+
+std::optional<Event> Connection::Impl::on_content(const amqp_frame_t &frame) {
+    PendingContent &p = *pending;
+    if (!p.have_header) {
+        if (frame.frame_type != AMQP_FRAME_HEADER) {
+            socket_ok = false;
+            die(Errc::broker,
+                "protocol error: expected a content header, got frame type " + std::to_string(frame.frame_type));
+        }
+        const auto *props = static_cast<const amqp_basic_properties_t *>(frame.payload.properties.decoded);
+        Properties decoded = props != nullptr ? decode_properties(*props) : Properties{};
+        std::visit([&](auto &e) { e.props = std::move(decoded); }, p.event);
+        p.have_header = true;
+        p.body_size = frame.payload.properties.body_size;
+        p.body.reserve(static_cast<size_t>(p.body_size));
+    } else {
+        if (frame.frame_type != AMQP_FRAME_BODY) {
+            socket_ok = false;
+            die(Errc::broker,
+                "protocol error: expected a content body, got frame type " + std::to_string(frame.frame_type));
+        }
+        const amqp_bytes_t &frag = frame.payload.body_fragment;
+        p.body.append(static_cast<const char *>(frag.bytes), frag.len);
+        if (p.body.size() > p.body_size) {
+            socket_ok = false;
+            die(Errc::broker, "protocol error: content body longer than its header announced");
+        }
+    }
+    if (p.body.size() < p.body_size) {
+        return std::nullopt;
+    }
+    Event out = std::visit(
+        [&](auto &e) -> Event {
+            e.body = std::move(p.body);
+            return Event(std::move(e));
+        },
+        p.event);
+    pending.reset();
+    return out;
+}
+
+std::optional<Event> Connection::Impl::on_frame(const amqp_frame_t &frame) {
+    if (frame.channel == 0) {
+        if (frame.frame_type != AMQP_FRAME_METHOD) {
+            return std::nullopt;
+        }
+        const amqp_method_t &m = frame.payload.method;
+        switch (m.id) {
+        case AMQP_CONNECTION_CLOSE_METHOD:
+            broker_closed_connection(*static_cast<const amqp_connection_close_t *>(m.decoded), "");
+        case AMQP_CONNECTION_BLOCKED_METHOD:
+            is_blocked = true;
+            return Event(Blocked{str_of(static_cast<const amqp_connection_blocked_t *>(m.decoded)->reason)});
+        case AMQP_CONNECTION_UNBLOCKED_METHOD:
+            is_blocked = false;
+            return Event(Unblocked{});
+        default:
+            return std::nullopt;
+        }
+    }
+    if (frame.channel != kChannel) {
+        return std::nullopt;
+    }
+    if (pending) {
+        return on_content(frame);
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) {
+        return std::nullopt; // stray content, e.g. after a consumer was cancelled; nothing to attach it to
+    }
+    const amqp_method_t &m = frame.payload.method;
+    switch (m.id) {
+    case AMQP_BASIC_ACK_METHOD: {
+        const auto *a = static_cast<const amqp_basic_ack_t *>(m.decoded);
+        return Event(Ack{a->delivery_tag, a->multiple != 0});
+    }
+    case AMQP_BASIC_NACK_METHOD: {
+        const auto *n = static_cast<const amqp_basic_nack_t *>(m.decoded);
+        return Event(Nack{n->delivery_tag, n->multiple != 0});
+    }
+    case AMQP_BASIC_RETURN_METHOD: {
+        const auto *r = static_cast<const amqp_basic_return_t *>(m.decoded);
+        Returned ev;
+        ev.reply_code = r->reply_code;
+        ev.reply_text = str_of(r->reply_text);
+        ev.exchange = str_of(r->exchange);
+        ev.routing_key = str_of(r->routing_key);
+        pending = PendingContent{std::move(ev), false, 0, {}};
+        return std::nullopt;
+    }
+    case AMQP_BASIC_DELIVER_METHOD: {
+        const auto *d = static_cast<const amqp_basic_deliver_t *>(m.decoded);
+        Message ev;
+        ev.delivery_tag = d->delivery_tag;
+        ev.redelivered = d->redelivered != 0;
+        ev.exchange = str_of(d->exchange);
+        ev.routing_key = str_of(d->routing_key);
+        ev.consumer_tag = str_of(d->consumer_tag);
+        pending = PendingContent{std::move(ev), false, 0, {}};
+        return std::nullopt;
+    }
+    case AMQP_BASIC_CANCEL_METHOD:
+        return Event(Cancelled{str_of(static_cast<const amqp_basic_cancel_t *>(m.decoded)->consumer_tag)});
+    case AMQP_CHANNEL_CLOSE_METHOD:
+        broker_closed_channel(*static_cast<const amqp_channel_close_t *>(m.decoded), "");
+    default:
+        return std::nullopt; // late RPC replies and the like
+    }
+}
+
+// ---- Connection ----------------------------------------------------------------------------------------
+
+namespace {
+
+struct ParsedUrl {
+    std::string user, password, host, vhost;
+    int port = 0;
+    bool ssl = false;
+};
+
+ParsedUrl parse_url(const std::string &url, const std::string &redacted) {
+    if (url.empty()) {
+        fail(Errc::invalid_argument, "AMQP URL is empty");
+    }
+    // amqp_parse_url decodes in place and points into the buffer it is given.
+    std::vector<char> buf(url.begin(), url.end());
+    buf.push_back('\0');
+    amqp_connection_info info{};
+    amqp_default_connection_info(&info);
+    const int rc = amqp_parse_url(buf.data(), &info);
+    if (rc != AMQP_STATUS_OK) {
+        fail(Errc::invalid_argument,
+             "invalid AMQP URL '" + redacted + "': " + amqp_error_string2(rc) +
+                 " (expected amqp[s]://user:password@host[:port][/vhost], vhost '/' written %2f)");
+    }
+    ParsedUrl p;
+    p.user = info.user != nullptr ? info.user : "";
+    p.password = info.password != nullptr ? info.password : "";
+    p.host = info.host != nullptr ? info.host : "";
+    p.vhost = info.vhost != nullptr ? info.vhost : "/";
+    p.port = info.port;
+    p.ssl = info.ssl != 0;
+    if (p.host.empty()) {
+        fail(Errc::invalid_argument, "invalid AMQP URL '" + redacted + "': no host");
+    }
+    return p;
+}
+
+void validate(const Options &o, const std::string &redacted) {
+    if (o.connect_timeout_ms <= 0 || o.io_timeout_ms <= 0) {
+        fail(Errc::invalid_argument, "AMQP " + redacted + ": connect_timeout_ms and io_timeout_ms must be > 0");
+    }
+    if (o.heartbeat_s < 0 || o.heartbeat_s > 65535) {
+        fail(Errc::invalid_argument, "AMQP " + redacted + ": heartbeat_s must be within 0..65535");
+    }
+    if (o.tls.cert_file.empty() != o.tls.key_file.empty()) {
+        fail(Errc::invalid_argument, "AMQP " + redacted + ": tls cert_file and key_file go together");
+    }
+}
+
+amqp_table_entry_t bool_entry(const char *key, bool v) {
+    amqp_table_entry_t e{};
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+    e.value.value.boolean = v ? 1 : 0;
+    return e;
+}
+
+amqp_table_entry_t string_entry(const char *key, const std::string &v) {
+    amqp_table_entry_t e{};
+    e.key = amqp_cstring_bytes(key);
+    e.value.kind = AMQP_FIELD_KIND_UTF8;
+    e.value.value.bytes = bytes_of(v);
+    return e;
+}
+
+} // namespace
+
+Connection::Connection(Options options) {
+    auto impl = std::make_unique<Impl>(std::move(options));
+    Impl &s = *impl;
+    const Options &o = s.opts;
+    validate(o, s.redacted);
+    const ParsedUrl url = parse_url(o.url, s.redacted);
+    const bool tls = o.tls.enabled || url.ssl;
+
+    s.state.reset(amqp_new_connection());
+    if (!s.state) {
+        fail(Errc::no_memory, s.msg("cannot allocate a connection"));
+    }
+    amqp_socket_t *sock = nullptr;
+    if (tls) {
+        sock = amqp_ssl_socket_new(s.conn());
+        if (sock == nullptr) {
+            fail(Errc::connection, s.msg("cannot create a TLS socket"));
+        }
+        std::string ca = o.tls.ca_file;
+        if (ca.empty() && o.tls.verify_peer && ::access(kSystemCaBundle, R_OK) == 0) {
+            ca = kSystemCaBundle;
+        }
+        if (!ca.empty() && amqp_ssl_socket_set_cacert(sock, ca.c_str()) != AMQP_STATUS_OK) {
+            fail(Errc::invalid_argument, s.msg("cannot load TLS CA file '" + ca + "'"));
+        }
+        if (!o.tls.key_password.empty()) {
+            amqp_ssl_socket_set_key_passwd(sock, o.tls.key_password.c_str());
+        }
+        if (!o.tls.cert_file.empty() &&
+            amqp_ssl_socket_set_key(sock, o.tls.cert_file.c_str(), o.tls.key_file.c_str()) != AMQP_STATUS_OK) {
+            fail(Errc::invalid_argument,
+                 s.msg("cannot load TLS client certificate '" + o.tls.cert_file + "' / key '" + o.tls.key_file + "'"));
+        }
+        amqp_ssl_socket_set_verify_peer(sock, o.tls.verify_peer ? 1 : 0);
+        amqp_ssl_socket_set_verify_hostname(sock, o.tls.verify_hostname ? 1 : 0);
+    } else {
+        sock = amqp_tcp_socket_new(s.conn());
+        if (sock == nullptr) {
+            fail(Errc::connection, s.msg("cannot create a socket"));
+        }
+    }
+
+    const timeval io_tv = tv_of(o.io_timeout_ms);
+    (void)amqp_set_handshake_timeout(s.conn(), &io_tv);
+    (void)amqp_set_rpc_timeout(s.conn(), &io_tv);
+
+    timeval connect_tv = tv_of(o.connect_timeout_ms);
+    const int rc = amqp_socket_open_noblock(sock, url.host.c_str(), url.port, &connect_tv);
+    if (rc != AMQP_STATUS_OK) {
+        std::string why = amqp_error_string2(rc);
+        if (rc == AMQP_STATUS_TIMEOUT) {
+            why = "timed out after " + std::to_string(o.connect_timeout_ms) + " ms";
+        }
+        fail(Errc::connection, s.msg(std::string("cannot connect") + (tls ? " (TLS)" : "") + ": " + why));
+    }
+
+    amqp_table_entry_t caps[] = {
+        bool_entry("publisher_confirms", true),           bool_entry("basic.nack", true),
+        bool_entry("connection.blocked", true),           bool_entry("consumer_cancel_notify", true),
+        bool_entry("authentication_failure_close", true),
+    };
+    const std::string product = "outbox";
+    std::vector<amqp_table_entry_t> props;
+    props.push_back(string_entry("product", product));
+    if (!o.connection_name.empty()) {
+        props.push_back(string_entry("connection_name", o.connection_name));
+    }
+    amqp_table_entry_t cap_entry{};
+    cap_entry.key = amqp_cstring_bytes("capabilities");
+    cap_entry.value.kind = AMQP_FIELD_KIND_TABLE;
+    cap_entry.value.value.table.num_entries = static_cast<int>(std::size(caps));
+    cap_entry.value.value.table.entries = caps;
+    props.push_back(cap_entry);
+    amqp_table_t props_table;
+    props_table.num_entries = static_cast<int>(props.size());
+    props_table.entries = props.data();
+
+    // Login and channel.open run under the watchdog too: the handshake timeout bounds the waits for
+    // the broker's replies, not librabbitmq's sends.
+    const int fd = amqp_get_sockfd(s.conn());
+    s.watchdog.arm(fd, static_cast<long long>(o.io_timeout_ms) + kWatchdogSlackMs);
+    const amqp_rpc_reply_t login = amqp_login_with_properties(
+        s.conn(), url.vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS, AMQP_DEFAULT_FRAME_SIZE, o.heartbeat_s, &props_table,
+        AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
+    const bool fired = s.watchdog.disarm();
+    s.socket_ok = true; // from here on a close is owed, unless the reply says the socket is gone
+    if (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && !fired) {
+        s.socket_ok = false;
+        std::string why = amqp_error_string2(login.library_error);
+        if (login.library_error == AMQP_STATUS_CONNECTION_CLOSED || login.library_error == AMQP_STATUS_SOCKET_ERROR) {
+            why += " (the broker dropped the connection during login: wrong credentials, unknown vhost, or not "
+                   "an AMQP 0-9-1 port?)";
+        } else if (login.library_error == AMQP_STATUS_TIMEOUT) {
+            why = "login timed out after " + std::to_string(o.io_timeout_ms) + " ms";
+        }
+        s.die(login.library_error == AMQP_STATUS_TIMEOUT ? Errc::timeout : Errc::connection, "login failed: " + why);
+    }
+    // A refused login (403 ACCESS_REFUSED, 530 NOT_ALLOWED for a vhost) is a connection error: nothing was
+    // ever usable.
+    s.check_reply(login, "login", fired, Errc::connection);
+
+    s.rpc("channel.open", [&] { return amqp_channel_open(s.conn(), kChannel); });
+    impl_ = std::move(impl);
+}
+
+Connection::~Connection() = default;
+Connection::Connection(Connection &&) noexcept = default;
+Connection &Connection::operator=(Connection &&) noexcept = default;
+
+Connection::Impl &Connection::live() {
+    if (!impl_) {
+        fail(Errc::connection, "AMQP connection was moved from");
+    }
+    if (impl_->dead) {
+        fail(Errc::connection, "AMQP connection unusable after an earlier error: " + impl_->dead_reason);
+    }
+    return *impl_;
+}
+
+void Connection::declare_exchange(const std::string &name, const std::string &type, bool durable, bool auto_delete) {
+    Impl &s = live();
+    if (type.empty()) {
+        fail(Errc::invalid_argument, s.msg("exchange type is empty"));
+    }
+    s.rpc("exchange.declare '" + name + "'", [&] {
+        return amqp_exchange_declare(s.conn(), kChannel, bytes_of(name), bytes_of(type), 0, durable ? 1 : 0,
+                                     auto_delete ? 1 : 0, 0, amqp_empty_table);
+    });
+}
+
+void Connection::delete_exchange(const std::string &name) {
+    Impl &s = live();
+    s.rpc("exchange.delete '" + name + "'",
+          [&] { return amqp_exchange_delete(s.conn(), kChannel, bytes_of(name), 0); });
+}
+
+std::string Connection::declare_queue(const std::string &name, bool durable, bool exclusive, bool auto_delete,
+                                      const Table &args) {
+    Impl &s = live();
+    const EncodedTable encoded(args);
+    const auto *ok = s.rpc("queue.declare '" + name + "'", [&] {
+        return amqp_queue_declare(s.conn(), kChannel, bytes_of(name), 0, durable ? 1 : 0, exclusive ? 1 : 0,
+                                  auto_delete ? 1 : 0, encoded.get());
+    });
+    return str_of(ok->queue);
+}
+
+void Connection::delete_queue(const std::string &name) {
+    Impl &s = live();
+    s.rpc("queue.delete '" + name + "'", [&] { return amqp_queue_delete(s.conn(), kChannel, bytes_of(name), 0, 0); });
+}
+
+uint32_t Connection::purge_queue(const std::string &name) {
+    Impl &s = live();
+    const auto *ok =
+        s.rpc("queue.purge '" + name + "'", [&] { return amqp_queue_purge(s.conn(), kChannel, bytes_of(name)); });
+    return ok->message_count;
+}
+
+void Connection::bind_queue(const std::string &queue, const std::string &exchange, const std::string &routing_key) {
+    Impl &s = live();
+    s.rpc("queue.bind '" + queue + "' to '" + exchange + "'", [&] {
+        return amqp_queue_bind(s.conn(), kChannel, bytes_of(queue), bytes_of(exchange), bytes_of(routing_key),
+                               amqp_empty_table);
+    });
+}
+
+void Connection::confirm_select() {
+    Impl &s = live();
+    if (s.confirm) {
+        return;
+    }
+    s.rpc("confirm.select", [&] { return amqp_confirm_select(s.conn(), kChannel); });
+    s.confirm = true;
+    s.next_tag = 1;
+}
+
+uint64_t Connection::publish(const std::string &exchange, const std::string &routing_key, bool mandatory,
+                             const Properties &props, std::string_view body) {
+    Impl &s = live();
+    amqp_basic_properties_t p{};
+    if (!props.content_type.empty()) {
+        p._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
+        p.content_type = bytes_of(props.content_type);
+    }
+    if (!props.message_id.empty()) {
+        p._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
+        p.message_id = bytes_of(props.message_id);
+    }
+    if (!props.type.empty()) {
+        p._flags |= AMQP_BASIC_TYPE_FLAG;
+        p.type = bytes_of(props.type);
+    }
+    if (!props.correlation_id.empty()) {
+        p._flags |= AMQP_BASIC_CORRELATION_ID_FLAG;
+        p.correlation_id = bytes_of(props.correlation_id);
+    }
+    if (!props.app_id.empty()) {
+        p._flags |= AMQP_BASIC_APP_ID_FLAG;
+        p.app_id = bytes_of(props.app_id);
+    }
+    if (props.delivery_mode != 0) {
+        p._flags |= AMQP_BASIC_DELIVERY_MODE_FLAG;
+        p.delivery_mode = props.delivery_mode;
+    }
+    if (props.timestamp != 0) {
+        p._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+        p.timestamp = static_cast<uint64_t>(props.timestamp);
+    }
+    const EncodedTable headers(props.headers);
+    if (!props.headers.empty()) {
+        p._flags |= AMQP_BASIC_HEADERS_FLAG;
+        p.headers = headers.get();
+    }
+    s.send("publish to '" + exchange + "'", [&] {
+        return amqp_basic_publish(s.conn(), kChannel, bytes_of(exchange), bytes_of(routing_key), mandatory ? 1 : 0, 0,
+                                  &p, bytes_of(body));
+    });
+    return s.confirm ? s.next_tag++ : 0;
+}
+
+void Connection::qos(uint16_t prefetch_count) {
+    Impl &s = live();
+    s.rpc("basic.qos", [&] { return amqp_basic_qos(s.conn(), kChannel, 0, prefetch_count, 0); });
+}
+
+std::string Connection::consume(const std::string &queue, bool no_ack, const std::string &consumer_tag) {
+    Impl &s = live();
+    const auto *ok = s.rpc("basic.consume '" + queue + "'", [&] {
+        return amqp_basic_consume(s.conn(), kChannel, bytes_of(queue), bytes_of(consumer_tag), 0, no_ack ? 1 : 0, 0,
+                                  amqp_empty_table);
+    });
+    return str_of(ok->consumer_tag);
+}
+
+void Connection::ack(uint64_t tag, bool multiple) {
+    Impl &s = live();
+    s.send("basic.ack", [&] { return amqp_basic_ack(s.conn(), kChannel, tag, multiple ? 1 : 0); });
+}
+
+void Connection::nack(uint64_t tag, bool multiple, bool requeue) {
+    Impl &s = live();
+    s.send("basic.nack", [&] { return amqp_basic_nack(s.conn(), kChannel, tag, multiple ? 1 : 0, requeue ? 1 : 0); });
+}
+
+void Connection::reject(uint64_t tag, bool requeue) {
+    Impl &s = live();
+    s.send("basic.reject", [&] { return amqp_basic_reject(s.conn(), kChannel, tag, requeue ? 1 : 0); });
+}
+
+std::optional<Event> Connection::wait(int timeout_ms) {
+    Impl &s = live();
+    if (timeout_ms < 0) {
+        fail(Errc::invalid_argument, s.msg("wait timeout must be >= 0"));
+    }
+    const auto deadline = Clock::now() + milliseconds(timeout_ms);
+    for (;;) {
+        const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+        const int left_ms = static_cast<int>(std::max<long long>(0, left));
+        timeval tv = tv_of(left_ms);
+        amqp_frame_t frame{};
+        // The frame wait may send a heartbeat, which is a send like any other.
+        s.watchdog.arm(amqp_get_sockfd(s.conn()), static_cast<long long>(left_ms) + s.opts.io_timeout_ms);
+        const int status = amqp_simple_wait_frame_noblock(s.conn(), &frame, &tv);
+        const bool fired = s.watchdog.disarm();
+        if (status == AMQP_STATUS_TIMEOUT && !fired) {
+            return std::nullopt;
+        }
+        if (status != AMQP_STATUS_OK || fired) {
+            s.lost(status, "waiting for the broker", fired);
+        }
+        std::optional<Event> ev = s.on_frame(frame); // copies everything out of the frame
+        amqp_maybe_release_buffers(s.conn());
+        if (ev) {
+            return ev;
+        }
+    }
+}
+
+bool Connection::has_buffered_input() const {
+    if (!impl_ || !impl_->state) {
+        return false;
+    }
+    return amqp_frames_enqueued(impl_->conn()) != 0 || amqp_data_in_buffer(impl_->conn()) != 0;
+}
+
+bool Connection::blocked() const {
+    return impl_ && impl_->is_blocked;
+}
+bool Connection::confirm_mode() const {
+    return impl_ && impl_->confirm;
+}
+uint64_t Connection::next_publish_tag() const {
+    return impl_ ? impl_->next_tag : 0;
+}
+bool Connection::alive() const {
+    return impl_ && !impl_->dead;
+}
+
+int Connection::fd() const {
+    if (!impl_ || !impl_->state) {
+        return -1;
+    }
+    return amqp_get_sockfd(impl_->conn());
+}
+
+const std::string &Connection::redacted_url() const {
+    static const std::string none;
+    return impl_ ? impl_->redacted : none;
+}
+
+} // namespace outbox::amqp
