@@ -102,6 +102,10 @@ const std::vector<Option> &options() {
              }
          },
          [](const Config &c) { return std::string(c.qmark_placeholders ? "qmark" : "dollar"); }},
+        bool_opt("write.notify",
+                 "writes NOTIFY relay.notify_channel so relays wake at once; costs a cluster-wide lock at "
+                 "commit (default false)",
+                 &Config::write_notify),
         str_opt("pg.url", "PostgreSQL connection URL or conninfo of the relay (env OUTBOX_PG_URL)", &Config::pg_url,
                 false, true),
         int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",

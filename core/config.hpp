@@ -20,6 +20,7 @@ struct Config {
     size_t max_payload_bytes = 1024 * 1024;
     std::map<std::string, std::string> type_map; // aggregate type -> event name prefix (PRD -> Product)
     bool qmark_placeholders = false;              // rendered SQL uses ? instead of $n
+    bool write_notify = false;                    // writes also NOTIFY relay.notify_channel (see README: cost)
 
     // PostgreSQL (the relay's own connection; writers pass theirs).
     std::string pg_url;

@@ -18,7 +18,11 @@ std::string write_sql_dollar(const Config &cfg) {
            " metadata, actor, created_at, next_attempt_at, idempotency_key) "
            "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST($3 AS uuid), CAST($4 AS text),"
            " CAST($5 AS text), CAST($6 AS json), CAST($7 AS json), CAST($8 AS json), CAST($9 AS text),"
-           " CAST($10 AS timestamptz), now(), CAST($11 AS text) FROM s RETURNING seq";
+           " CAST($10 AS timestamptz), now(), CAST($11 AS text) FROM s" +
+           // The channel is a validated identifier, so it is safe as a literal here; the same
+           // payload within one transaction is delivered once, at commit.
+           (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n" : std::string()) +
+           " RETURNING seq";
 }
 
 std::string to_qmark(const std::string &sql) {

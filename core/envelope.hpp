@@ -1,0 +1,42 @@
+// The message on the wire: the documents' JSON envelope and the AMQP properties around it.
+// One implementation, pinned by the shared test vectors in tests/vectors/.
+#pragma once
+
+#include "amqp.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace outbox {
+
+// One outbox row as the relay (or replay) reads it.
+struct EventRow {
+    std::string outbox_id;
+    std::string event_type;
+    std::string aggregate_type;
+    std::string aggregate_id;
+    int64_t seq = 0;
+    std::string operation;
+    std::string payload;                         // JSON object text, spliced verbatim
+    std::optional<std::string> previous_payload; // JSON object text
+    std::string metadata = "{}";                 // JSON object text
+    std::optional<std::string> user;
+    std::string created_at;     // YYYYMMDDHHMMSS, UTC
+    int64_t created_epoch_s = 0; // the same instant, for the timestamp property
+};
+
+// {"OUTBOX_ID":..,"EVENT_TYPE":..,"AGGREGATE_ID":..,"AGGREGATE_TYPE":..,"OPERATION":..,"PAYLOAD":{..},
+//  ["PREVIOUS_PAYLOAD":{..},]"METADATA":{..},"USER":..,"CREATED_AT":".."}
+// PAYLOAD, PREVIOUS_PAYLOAD and METADATA are the stored JSON text, unchanged (no re-encoding of numbers).
+std::string envelope_body(const EventRow &row);
+
+// delivery_mode 2, content_type application/json, message_id = OUTBOX_ID, type = EVENT_TYPE,
+// timestamp, app_id "outbox", headers: outbox-aggregate-type, outbox-aggregate-id, outbox-seq,
+// traceparent/tracestate when the metadata carries them, outbox-replay when replay is true.
+amqp::Properties envelope_properties(const EventRow &row, bool replay = false);
+
+// {aggregate_type}.{operation}, lower-cased.
+std::string routing_key(const EventRow &row);
+
+} // namespace outbox

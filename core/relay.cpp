@@ -1,0 +1,515 @@
+#include "relay.hpp"
+
+#include "envelope.hpp"
+#include "error.hpp"
+#include "store.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace outbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t micros_since(Clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+}
+
+// A PostgreSQL array literal of text elements, every element quoted and escaped.
+std::string array_literal(const std::vector<std::string> &items) {
+    std::string out = "{";
+    for (size_t i = 0; i < items.size(); ++i) {
+        if (i > 0) {
+            out.push_back(',');
+        }
+        out.push_back('"');
+        for (char c : items[i]) {
+            if (c == '"' || c == '\\') {
+                out.push_back('\\');
+            }
+            out.push_back(c);
+        }
+        out.push_back('"');
+    }
+    out.push_back('}');
+    return out;
+}
+
+std::string mark_sql(const Config &cfg) {
+    const std::string t = cfg.outbox_qualified();
+    // One statement per step records every outcome: published ids, and failures with their
+    // message and backoff. `status = 'PENDING'` guards against an operator having changed a row.
+    return "WITH ok AS (UPDATE " + t +
+           " SET status = 'PUBLISHED', published_at = now(), error_message = NULL"
+           " WHERE outbox_id = ANY(CAST($1 AS uuid[])) AND status = 'PENDING' RETURNING 1),"
+           " bad AS (UPDATE " +
+           t +
+           " t SET retry_count = t.retry_count + 1, error_message = f.err,"
+           " next_attempt_at = now() + f.delay_ms * interval '1 millisecond',"
+           " status = CASE WHEN t.retry_count + 1 >= CAST($4 AS integer) THEN 'FAILED' ELSE 'PENDING' END"
+           " FROM unnest(CAST($2 AS uuid[]), CAST($3 AS text[]), CAST($5 AS bigint[])) AS f(id, err, delay_ms)"
+           " WHERE t.outbox_id = f.id AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead)"
+           " SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM bad), (SELECT count(*) FROM bad WHERE dead)";
+}
+
+enum class Outcome { pending, in_flight, published, failed, held_back };
+
+struct Item {
+    EventRow row;
+    int retry_count = 0;
+    Outcome outcome = Outcome::pending;
+    bool returned = false;
+    std::string error;
+    int next = -1; // index of the next event of the same aggregate in this batch
+};
+
+} // namespace
+
+int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64 &rng) {
+    if (attempt < 1) {
+        attempt = 1;
+    }
+    int64_t d = base_ms;
+    for (int i = 1; i < attempt && d < max_ms; ++i) {
+        d *= 2;
+    }
+    d = std::min(d, max_ms);
+    if (d <= 1) {
+        return std::max<int64_t>(d, 0);
+    }
+    std::uniform_int_distribution<int64_t> jitter(d / 2, d);
+    return jitter(rng);
+}
+
+Relay::Relay(Config cfg)
+    : cfg_(std::move(cfg)), claim_sql_(store::claim_sql(cfg_)), mark_sql_(mark_sql(cfg_)),
+      rng_(std::random_device{}()) {
+    if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fail(Errc::internal, "cannot create the relay's stop pipe");
+    }
+}
+
+Relay::~Relay() {
+    drop_amqp();
+    drop_pg();
+    for (int fd : stop_pipe_) {
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+}
+
+void Relay::stop() noexcept {
+    stop_.store(true, std::memory_order_relaxed);
+    char c = 1;
+    // write(2) is async-signal-safe; a full pipe already holds a wake-up.
+    ssize_t r = write(stop_pipe_[1], &c, 1);
+    (void)r;
+}
+
+void Relay::reset_stop() noexcept {
+    stop_.store(false, std::memory_order_relaxed);
+    char buf[64];
+    while (read(stop_pipe_[0], buf, sizeof buf) > 0) {
+    }
+}
+
+void Relay::log(LogLevel level, const std::string &msg) const {
+    if (log_) {
+        log_(level, msg);
+    }
+}
+
+void Relay::ensure_pg() {
+    if (pg_ && pg_->ok()) {
+        return;
+    }
+    drop_pg();
+    if (cfg_.pg_url.empty()) {
+        fail(Errc::invalid_argument, "no PostgreSQL URL configured (pg.url)");
+    }
+    pg_.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, cfg_.relay_name));
+    if (cfg_.relay_listen) {
+        pg_->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
+        listening_ = true;
+    }
+    log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
+                            (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
+}
+
+void Relay::ensure_amqp() {
+    if (mq_ && mq_->alive()) {
+        return;
+    }
+    drop_amqp();
+    amqp::Options o;
+    o.url = cfg_.amqp_url;
+    o.tls.enabled = cfg_.amqp_tls;
+    o.tls.ca_file = cfg_.amqp_tls_ca;
+    o.tls.cert_file = cfg_.amqp_tls_cert;
+    o.tls.key_file = cfg_.amqp_tls_key;
+    o.tls.verify_peer = cfg_.amqp_tls_verify_peer;
+    o.tls.verify_hostname = cfg_.amqp_tls_verify_hostname;
+    o.heartbeat_s = cfg_.amqp_heartbeat_s;
+    o.connect_timeout_ms = cfg_.amqp_connect_timeout_ms;
+    o.io_timeout_ms = cfg_.amqp_io_timeout_ms;
+    o.connection_name = cfg_.relay_name;
+    auto conn = std::make_unique<amqp::Connection>(o);
+    if (cfg_.exchange_declare) {
+        conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
+    }
+    conn->confirm_select();
+    mq_ = std::move(conn);
+    blocked_ = false;
+    log(LogLevel::info, "connected to RabbitMQ " + amqp::redact_url(cfg_.amqp_url) + ", exchange " + cfg_.exchange);
+}
+
+void Relay::drop_pg() noexcept {
+    if (pg_) {
+        pg_.reset();
+        listening_ = false;
+    }
+}
+
+void Relay::drop_amqp() noexcept { mq_.reset(); }
+
+RelayStats Relay::step() {
+    RelayStats st;
+    const auto t0 = Clock::now();
+    ensure_pg();
+    ensure_amqp();
+    pg::Conn &db = *pg_;
+    amqp::Connection &mq = *mq_;
+
+    // Claim.
+    std::vector<Item> items;
+    try {
+        db.exec_simple("BEGIN");
+        pg::Result r = db.exec(claim_sql_, {std::to_string(cfg_.relay_batch_size)});
+        items.reserve(static_cast<size_t>(r.rows()));
+        for (int i = 0; i < r.rows(); ++i) {
+            Item it;
+            it.row.outbox_id = std::string(r.get(i, 0));
+            it.row.event_type = std::string(r.get(i, 1));
+            it.row.aggregate_type = std::string(r.get(i, 2));
+            it.row.aggregate_id = std::string(r.get(i, 3));
+            it.row.seq = r.get_int(i, 4);
+            it.row.operation = std::string(r.get(i, 5));
+            it.row.payload = std::string(r.get(i, 6));
+            it.row.previous_payload = r.get_opt(i, 7);
+            it.row.metadata = std::string(r.get(i, 8));
+            it.row.user = r.get_opt(i, 9);
+            it.row.created_at = std::string(r.get(i, 10));
+            it.row.created_epoch_s = r.get_int(i, 11);
+            it.retry_count = static_cast<int>(r.get_int(i, 12));
+            items.push_back(std::move(it));
+        }
+    } catch (const Error &e) {
+        if (e.code() == Errc::connection) {
+            drop_pg();
+        } else if (pg_ && pg_->ok()) {
+            PQclear(PQexec(pg_->raw(), "ROLLBACK"));
+        }
+        throw;
+    }
+    st.claimed = static_cast<int64_t>(items.size());
+    st.claim_us = micros_since(t0);
+    if (items.empty()) {
+        db.exec_simple("COMMIT");
+        st.total_us = micros_since(t0);
+        return st;
+    }
+
+    // Chains: rows come heads first (depth 0), then depth 1, ... so the first row seen of an
+    // aggregate is its head. A link whose predecessor is missing from the batch is held back.
+    std::vector<int> ready;
+    {
+        std::unordered_map<std::string, int> tail; // aggregate -> last item index in its chain
+        for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+            const EventRow &row = items[static_cast<size_t>(i)].row;
+            std::string key = row.aggregate_type;
+            key.push_back('\0');
+            key += row.aggregate_id;
+            auto it = tail.find(key);
+            if (it == tail.end()) {
+                tail.emplace(std::move(key), i);
+                ready.push_back(i);
+            } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == row.seq) {
+                items[static_cast<size_t>(it->second)].next = i;
+                it->second = i;
+            } else {
+                items[static_cast<size_t>(i)].outcome = Outcome::held_back;
+            }
+        }
+    }
+
+    // Publish: chains in parallel, links of one chain one after another, confirms pipelined.
+    const auto t1 = Clock::now();
+    std::map<uint64_t, int> in_flight; // delivery tag -> item
+    std::unordered_map<std::string, int> by_id;
+    size_t next_ready = 0;
+    const auto deadline = t1 + std::chrono::milliseconds(cfg_.relay_confirm_timeout_ms);
+    bool amqp_failed = false;
+    std::string amqp_error;
+
+    auto settle = [&](int idx, bool acked, const char *why) {
+        Item &it = items[static_cast<size_t>(idx)];
+        if (acked && (!it.returned || !cfg_.relay_unroutable_is_failure)) {
+            it.outcome = Outcome::published;
+            if (it.next >= 0) {
+                ready.push_back(it.next);
+            }
+            return;
+        }
+        it.outcome = Outcome::failed;
+        if (it.error.empty()) {
+            it.error = why;
+        }
+        if (!acked) {
+            ++st.nacked;
+        }
+    };
+
+    try {
+        while (true) {
+            const bool can_publish = !blocked_ && !stopping();
+            while (can_publish && next_ready < ready.size() &&
+                   in_flight.size() < static_cast<size_t>(cfg_.relay_window)) {
+                int idx = ready[next_ready++];
+                Item &it = items[static_cast<size_t>(idx)];
+                std::string body = envelope_body(it.row);
+                uint64_t tag =
+                    mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
+                it.outcome = Outcome::in_flight;
+                in_flight.emplace(tag, idx);
+                by_id.emplace(it.row.outbox_id, idx);
+            }
+            if (in_flight.empty() && (next_ready >= ready.size() || !can_publish)) {
+                break;
+            }
+            auto now = Clock::now();
+            if (now >= deadline) {
+                break;
+            }
+            // Block only when nothing more can be sent; otherwise just drain what has arrived.
+            const bool more_to_send = can_publish && next_ready < ready.size() &&
+                                      in_flight.size() < static_cast<size_t>(cfg_.relay_window);
+            int wait_ms = more_to_send
+                              ? 0
+                              : static_cast<int>(std::min<int64_t>(
+                                    200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+            std::optional<amqp::Event> ev = mq.wait(wait_ms);
+            while (ev) {
+                if (auto *ack = std::get_if<amqp::Ack>(&*ev)) {
+                    auto end = ack->multiple ? in_flight.upper_bound(ack->tag) : in_flight.find(ack->tag);
+                    auto begin = ack->multiple ? in_flight.begin() : end;
+                    if (!ack->multiple && end != in_flight.end()) {
+                        settle(end->second, true, "");
+                        in_flight.erase(end);
+                    } else if (ack->multiple) {
+                        for (auto i = begin; i != end; ++i) {
+                            settle(i->second, true, "");
+                        }
+                        in_flight.erase(begin, end);
+                    }
+                } else if (auto *nack = std::get_if<amqp::Nack>(&*ev)) {
+                    auto end = nack->multiple ? in_flight.upper_bound(nack->tag) : in_flight.find(nack->tag);
+                    if (!nack->multiple && end != in_flight.end()) {
+                        settle(end->second, false, "nacked by the broker");
+                        in_flight.erase(end);
+                    } else if (nack->multiple) {
+                        for (auto i = in_flight.begin(); i != end; ++i) {
+                            settle(i->second, false, "nacked by the broker");
+                        }
+                        in_flight.erase(in_flight.begin(), end);
+                    }
+                } else if (auto *ret = std::get_if<amqp::Returned>(&*ev)) {
+                    auto found = by_id.find(ret->props.message_id);
+                    if (found != by_id.end()) {
+                        Item &it = items[static_cast<size_t>(found->second)];
+                        it.returned = true;
+                        it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
+                                   " (no queue bound to exchange " + cfg_.exchange + ")";
+                        ++st.unroutable;
+                    }
+                } else if (std::holds_alternative<amqp::Blocked>(*ev)) {
+                    blocked_ = true;
+                    st.blocked = true;
+                    log(LogLevel::warn, "RabbitMQ blocked publishing (resource alarm); waiting");
+                } else if (std::holds_alternative<amqp::Unblocked>(*ev)) {
+                    blocked_ = false;
+                    log(LogLevel::info, "RabbitMQ unblocked publishing");
+                }
+                ev = mq.wait(0);
+            }
+        }
+    } catch (const Error &e) {
+        // Confirms received so far are real; everything else stays PENDING.
+        amqp_failed = true;
+        amqp_error = e.what();
+        drop_amqp();
+    }
+    if (!in_flight.empty()) {
+        st.unconfirmed = static_cast<int64_t>(in_flight.size());
+        if (!amqp_failed) {
+            // Late confirms would refer to tags of a batch we no longer track: start afresh.
+            log(LogLevel::warn, std::to_string(in_flight.size()) + " message(s) not confirmed within " +
+                                    std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
+            drop_amqp();
+        }
+    }
+    st.publish_us = micros_since(t1);
+
+    // Mark: one statement for every outcome, then commit.
+    const auto t2 = Clock::now();
+    std::vector<std::string> ok_ids;
+    std::vector<std::string> bad_ids;
+    std::vector<std::string> bad_errors;
+    std::vector<std::string> bad_delays;
+    for (const Item &it : items) {
+        switch (it.outcome) {
+        case Outcome::published: ok_ids.push_back(it.row.outbox_id); break;
+        case Outcome::failed:
+            bad_ids.push_back(it.row.outbox_id);
+            bad_errors.push_back(it.error);
+            bad_delays.push_back(std::to_string(
+                backoff_ms(it.retry_count + 1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_)));
+            log(LogLevel::warn, "event " + it.row.outbox_id + " (" + it.row.event_type + " " + it.row.aggregate_type +
+                                    ":" + it.row.aggregate_id + ") failed: " + it.error);
+            break;
+        case Outcome::pending:
+        case Outcome::held_back: ++st.held_back; break;
+        case Outcome::in_flight: break;
+        }
+    }
+    try {
+        if (!ok_ids.empty() || !bad_ids.empty()) {
+            pg::Result r = db.exec(mark_sql_, {array_literal(ok_ids), array_literal(bad_ids), array_literal(bad_errors),
+                                               std::to_string(cfg_.relay_max_attempts), array_literal(bad_delays)});
+            st.published = r.get_int(0, 0);
+            st.failed = r.get_int(0, 1);
+            st.dead = r.get_int(0, 2);
+        }
+        db.exec_simple("COMMIT");
+    } catch (const Error &e) {
+        // Not marked: the events stay PENDING and are published again (duplicates, never loss).
+        if (e.code() == Errc::connection) {
+            drop_pg();
+        } else if (pg_ && pg_->ok()) {
+            PQclear(PQexec(pg_->raw(), "ROLLBACK"));
+        }
+        throw;
+    }
+    st.mark_us = micros_since(t2);
+    st.total_us = micros_since(t0);
+    if (amqp_failed) {
+        fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
+                               " confirmed events were marked, the rest stay pending): " + amqp_error);
+    }
+    return st;
+}
+
+void Relay::sleep_interruptible(int ms) {
+    pollfd p{stop_pipe_[0], POLLIN, 0};
+    if (!stopping()) {
+        poll(&p, 1, ms);
+    }
+}
+
+void Relay::idle_wait(int timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!stopping()) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) {
+            return;
+        }
+        // Heartbeats and connection.blocked/unblocked are only seen inside wait().
+        if (mq_) {
+            while (auto ev = mq_->wait(0)) {
+                if (std::holds_alternative<amqp::Blocked>(*ev)) {
+                    blocked_ = true;
+                } else if (std::holds_alternative<amqp::Unblocked>(*ev)) {
+                    blocked_ = false;
+                }
+            }
+        }
+        pollfd fds[3];
+        nfds_t n = 0;
+        fds[n++] = {stop_pipe_[0], POLLIN, 0};
+        int pg_index = -1;
+        if (listening_ && pg_ && pg_->ok()) {
+            pg_index = static_cast<int>(n);
+            fds[n++] = {pg_->socket(), POLLIN, 0};
+        }
+        if (mq_ && mq_->fd() >= 0) {
+            fds[n++] = {mq_->fd(), POLLIN, 0};
+        }
+        // Wake at least every second to service AMQP heartbeats.
+        int rc = poll(fds, n, static_cast<int>(std::min<int64_t>(left, 1000)));
+        if (rc < 0 && errno != EINTR) {
+            return;
+        }
+        if (pg_index >= 0 && (fds[pg_index].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
+            if (PQconsumeInput(pg_->raw()) == 0) {
+                return; // broken: the next step reconnects
+            }
+            bool notified = false;
+            while (PGnotify *nt = PQnotifies(pg_->raw())) {
+                notified = true;
+                PQfreemem(nt);
+            }
+            if (notified && !blocked_) {
+                return;
+            }
+        }
+    }
+}
+
+void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
+    int backoff = 100;
+    while (!stopping()) {
+        try {
+            RelayStats st = step();
+            backoff = 100;
+            if (on_step) {
+                on_step(st);
+            }
+            if (st.claimed > 0) {
+                log(LogLevel::info, "batch: claimed " + std::to_string(st.claimed) + ", published " +
+                                        std::to_string(st.published) + ", failed " + std::to_string(st.failed) +
+                                        ", held back " + std::to_string(st.held_back) + " in " +
+                                        std::to_string(st.total_us / 1000) + " ms");
+            }
+            // A full batch means more is waiting; a blocked broker means wait for unblocked.
+            if (st.blocked || blocked_) {
+                idle_wait(cfg_.relay_poll_interval_ms);
+            } else if (st.claimed < cfg_.relay_batch_size) {
+                idle_wait(cfg_.relay_poll_interval_ms);
+            }
+        } catch (const Error &e) {
+            log(LogLevel::warn, std::string(errc_name(e.code())) + ": " + e.what() + "; retrying in " +
+                                    std::to_string(backoff) + " ms");
+            if (e.code() == Errc::broker || e.code() == Errc::timeout) {
+                drop_amqp();
+            }
+            if (e.code() == Errc::invalid_argument || e.code() == Errc::schema) {
+                // Configuration errors do not heal by retrying fast.
+                backoff = std::max(backoff, 5000);
+            }
+            sleep_interruptible(backoff);
+            backoff = std::min(backoff * 2, 30000);
+        }
+    }
+    log(LogLevel::info, "relay stopped");
+}
+
+} // namespace outbox

@@ -1,0 +1,98 @@
+// The relay: moves committed events from the outbox table to RabbitMQ with publisher confirms.
+//
+// Rules it keeps (DESIGN.md, "The relay's rules"):
+// - claims with FOR UPDATE SKIP LOCKED, so any number of relays share one table;
+// - an event is published only after every earlier event of its aggregate was confirmed: within
+//   a step each aggregate is a chain, and the next link goes out when the broker acked the
+//   previous one; across aggregates, up to `relay.window` messages are in flight;
+// - an event is marked PUBLISHED only when its delivery tag was acked and it was not returned
+//   (unless relay.unroutable_is_failure=false); nacks and returns are failures with backoff;
+// - a lost connection mid-batch never marks an unconfirmed event: what was confirmed is marked,
+//   the rest stays PENDING and goes out again (at-least-once).
+#pragma once
+
+#include "amqp.hpp"
+#include "config.hpp"
+#include "pg.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+
+namespace outbox {
+
+struct RelayStats {
+    int64_t claimed = 0;    // events claimed this step
+    int64_t published = 0;  // confirmed and marked PUBLISHED
+    int64_t failed = 0;     // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
+    int64_t dead = 0;       // of `failed`, those that reached relay.max_attempts and are now FAILED
+    int64_t held_back = 0;  // claimed but not published because an earlier event of the aggregate was not confirmed
+    int64_t unroutable = 0; // returned by the broker (no queue bound)
+    int64_t nacked = 0;     // negatively confirmed by the broker
+    int64_t unconfirmed = 0; // published but no confirm within relay.confirm_timeout_ms (left PENDING)
+    int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
+    bool blocked = false; // the broker blocked publishing (resource alarm) during the step
+};
+
+enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
+using LogFn = std::function<void(LogLevel, const std::string &)>;
+
+// Delay before attempt `attempt` (1 = the first retry): base * 2^(attempt-1) capped at max_ms,
+// then "equal jitter": uniformly in [d/2, d]. Never negative, never above max_ms.
+int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64 &rng);
+
+class Relay {
+  public:
+    explicit Relay(Config cfg);
+    ~Relay();
+    Relay(const Relay &) = delete;
+    Relay &operator=(const Relay &) = delete;
+
+    // One round: claim due events, publish with confirms, mark the outcome, commit. Connects on
+    // first use. Throws Error(connection/broker/timeout/database) when a server fails; the
+    // failed connection is dropped first, so the next step reconnects.
+    RelayStats step();
+
+    // Steps until stop(): wakes on NOTIFY (relay.listen) or after relay.poll_interval_ms,
+    // reconnects with backoff on failures, services AMQP heartbeats while idle. Returns after a
+    // stop with nothing half-done.
+    void run(const std::function<void(const RelayStats &)> &on_step = {});
+
+    // Async-signal-safe and thread-safe: asks step()/run() to finish what is in flight and return.
+    void stop() noexcept;
+    [[nodiscard]] bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+    // Clears a previous stop so run() can be called again.
+    void reset_stop() noexcept;
+
+    void set_logger(LogFn fn) { log_ = std::move(fn); }
+    [[nodiscard]] bool pg_connected() const { return pg_ && pg_->ok(); }
+    [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
+    [[nodiscard]] const Config &config() const { return cfg_; }
+
+  private:
+    void ensure_pg();
+    void ensure_amqp();
+    void drop_pg() noexcept;
+    void drop_amqp() noexcept;
+    void idle_wait(int timeout_ms);
+    void sleep_interruptible(int ms);
+    void log(LogLevel level, const std::string &msg) const;
+
+    Config cfg_;
+    std::optional<pg::Conn> pg_;
+    std::unique_ptr<amqp::Connection> mq_;
+    bool listening_ = false;
+    bool blocked_ = false;
+    std::string claim_sql_;
+    std::string mark_sql_;
+    std::atomic<bool> stop_{false};
+    int stop_pipe_[2] = {-1, -1};
+    std::mt19937_64 rng_;
+    LogFn log_;
+};
+
+} // namespace outbox
