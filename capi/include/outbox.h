@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -237,6 +238,89 @@ OUTBOX_API const char *outbox_statement_param(const outbox_statement *st, size_t
  * (owned: free with outbox_string_free()) — convenient for FFI callers.
  */
 OUTBOX_API outbox_status outbox_statement_json(char **out, const outbox_statement *st);
+/**@}*/
+
+/** @name Relay */
+/**@{*/
+/** Moves committed events to RabbitMQ with publisher confirms. Destroy with outbox_relay_free(). */
+typedef struct outbox_relay outbox_relay;
+
+/**
+ * What one relay step did. Size-prefixed so fields can be appended without breaking callers:
+ * set `size` to sizeof(outbox_relay_stats) (outbox_relay_stats_init() does) before passing it;
+ * the library fills only the fields that fit in `size`.
+ */
+typedef struct outbox_relay_stats {
+    size_t size;
+    int64_t claimed;     /**< events claimed */
+    int64_t published;   /**< confirmed by the broker and marked PUBLISHED */
+    int64_t failed;      /**< nacked or returned: retried later with backoff (or now FAILED) */
+    int64_t dead;        /**< of `failed`, those that reached relay.max_attempts and are FAILED */
+    int64_t held_back;   /**< not published because an earlier event of their aggregate was not confirmed */
+    int64_t unroutable;  /**< returned by the broker: no queue bound to the exchange */
+    int64_t nacked;      /**< negatively confirmed by the broker */
+    int64_t unconfirmed; /**< no confirm within relay.confirm_timeout_ms: left PENDING */
+    int64_t claim_us;    /**< time spent claiming */
+    int64_t publish_us;  /**< time spent publishing and waiting for confirms */
+    int64_t mark_us;     /**< time spent recording outcomes and committing */
+    int64_t total_us;
+    int32_t blocked;     /**< 1 when the broker blocked publishing (resource alarm) during the step */
+} outbox_relay_stats;
+
+/** Zeroes the stats and sets their size. */
+static inline void outbox_relay_stats_init(outbox_relay_stats *stats) {
+    memset(stats, 0, sizeof *stats);
+    stats->size = sizeof *stats;
+}
+
+typedef enum outbox_log_level {
+    OUTBOX_LOG_DEBUG = 0,
+    OUTBOX_LOG_INFO = 1,
+    OUTBOX_LOG_WARN = 2,
+    OUTBOX_LOG_ERROR = 3
+} outbox_log_level;
+
+/**
+ * A log sink. Called on the thread that runs outbox_relay_step()/outbox_relay_run(); `message`
+ * is borrowed for the duration of the call and never contains a password.
+ */
+typedef void (*outbox_log_fn)(outbox_log_level level, const char *message, void *user_data);
+
+/**
+ * Creates a relay. The configuration must name both servers: "pg.url" and "amqp.url"; it is
+ * copied. Connections are opened by the first step, and re-opened after a failure.
+ */
+OUTBOX_API outbox_status outbox_relay_new(outbox_relay **out, const outbox_config *cfg);
+OUTBOX_API void outbox_relay_free(outbox_relay *relay);
+/**
+ * Sets where the relay logs (connect, disconnect, batch summaries, failures with event ids).
+ * NULL `fn` silences it (the default). `user_data` is passed back unchanged.
+ */
+OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, void *user_data);
+/**
+ * One relay round: claim up to relay.batch_size due events (FOR UPDATE SKIP LOCKED), publish
+ * them with publisher confirms (per aggregate, an event goes out only after the previous one was
+ * confirmed), mark confirmed ones PUBLISHED and failed ones for retry with backoff, in one
+ * statement, and commit.
+ * @param[in,out] stats may be NULL; see outbox_relay_stats.
+ * @return OUTBOX_OK, or OUTBOX_ERR_CONNECTION / OUTBOX_ERR_BROKER / OUTBOX_ERR_TIMEOUT /
+ *         OUTBOX_ERR_DATABASE when a server failed (the next step reconnects; no unconfirmed
+ *         event is ever marked published).
+ */
+OUTBOX_API outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats);
+/**
+ * Runs steps until outbox_relay_stop(): wakes on LISTEN/NOTIFY (relay.listen) or every
+ * relay.poll_interval_ms, reconnects with backoff, keeps AMQP heartbeats while idle.
+ * @return OUTBOX_OK after a stop, with every event either confirmed-and-marked or still pending.
+ */
+OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay);
+/**
+ * Asks a running step or run to finish what is in flight and return. Safe to call from any
+ * thread and from a signal handler. NULL is a no-op.
+ */
+OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
+/** Clears a stop request so outbox_relay_run() can be called again. */
+OUTBOX_API outbox_status outbox_relay_reset(outbox_relay *relay);
 /**@}*/
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
 #include "error.hpp"
 #include "event.hpp"
 #include "pg.hpp"
+#include "relay.hpp"
 #include "store.hpp"
 
 #include <new>
@@ -24,6 +25,11 @@ struct outbox_db {
 
 struct outbox_event {
     outbox::Event ev;
+};
+
+struct outbox_relay {
+    explicit outbox_relay(outbox::Config c) : relay(std::move(c)) {}
+    outbox::Relay relay;
 };
 
 struct outbox_statement {

@@ -1,0 +1,84 @@
+#include "capi.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+using outbox::capi::guard;
+
+extern "C" {
+
+outbox_status outbox_relay_new(outbox_relay **out, const outbox_config *cfg) {
+    OUTBOX_REQUIRE(out);
+    *out = nullptr;
+    OUTBOX_REQUIRE(cfg);
+    return guard([&] {
+        if (cfg->cfg.pg_url.empty()) {
+            outbox::fail(outbox::Errc::invalid_argument, "the relay needs pg.url");
+        }
+        *out = new outbox_relay(cfg->cfg);
+    });
+}
+
+void outbox_relay_free(outbox_relay *relay) { delete relay; }
+
+outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, void *user_data) {
+    OUTBOX_REQUIRE(relay);
+    return guard([&] {
+        if (fn == nullptr) {
+            relay->relay.set_logger({});
+            return;
+        }
+        relay->relay.set_logger([fn, user_data](outbox::LogLevel level, const std::string &msg) {
+            fn(static_cast<outbox_log_level>(static_cast<int>(level)), msg.c_str(), user_data);
+        });
+    });
+}
+
+outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats) {
+    OUTBOX_REQUIRE(relay);
+    if (stats != nullptr && stats->size < sizeof(size_t)) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "stats->size must be set (outbox_relay_stats_init)");
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        outbox::RelayStats s = relay->relay.step();
+        if (stats == nullptr) {
+            return;
+        }
+        outbox_relay_stats full{};
+        full.size = stats->size;
+        full.claimed = s.claimed;
+        full.published = s.published;
+        full.failed = s.failed;
+        full.dead = s.dead;
+        full.held_back = s.held_back;
+        full.unroutable = s.unroutable;
+        full.nacked = s.nacked;
+        full.unconfirmed = s.unconfirmed;
+        full.claim_us = s.claim_us;
+        full.publish_us = s.publish_us;
+        full.mark_us = s.mark_us;
+        full.total_us = s.total_us;
+        full.blocked = s.blocked ? 1 : 0;
+        // Only the fields the caller's (possibly older, smaller) struct has.
+        std::memcpy(stats, &full, std::min(stats->size, sizeof full));
+    });
+}
+
+outbox_status outbox_relay_run(outbox_relay *relay) {
+    OUTBOX_REQUIRE(relay);
+    return guard([&] { relay->relay.run(); });
+}
+
+void outbox_relay_stop(outbox_relay *relay) {
+    if (relay != nullptr) {
+        relay->relay.stop();
+    }
+}
+
+outbox_status outbox_relay_reset(outbox_relay *relay) {
+    OUTBOX_REQUIRE(relay);
+    return guard([&] { relay->relay.reset_stop(); });
+}
+
+} // extern "C"
