@@ -1,14 +1,22 @@
 // The `outbox` command: schema migrations, the relay daemon and operator tools.
 #include "common.hpp"
 
+#include "amqp.hpp"
 #include "error.hpp"
+#include "json.hpp"
 #include "pg.hpp"
+#include "relay.hpp"
 #include "schema.hpp"
 
 #include <outbox.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
+#include <sys/time.h>
 
 namespace outbox::cli {
 namespace {
@@ -41,6 +49,166 @@ int run_migrate(const CommonOptions &opts, const std::string &only) {
     return 0;
 }
 
+Relay *running_relay = nullptr;
+
+extern "C" void on_signal(int) {
+    if (running_relay != nullptr) {
+        running_relay->stop(); // async-signal-safe: an atomic store and a write(2)
+    }
+}
+
+struct RelayOptions {
+    int batch_size = 0;
+    int window = 0;
+    int poll_interval_ms = 0;
+    bool no_listen = false;
+    bool once = false;
+    std::string log_format = "text";
+    std::string log_level = "info";
+};
+
+std::string timestamp() {
+    timeval tv{};
+    gettimeofday(&tv, nullptr);
+    std::tm tm{};
+    gmtime_r(&tv.tv_sec, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec / 1000));
+    return buf;
+}
+
+LogFn make_logger(const std::string &format, LogLevel min_level) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    return [format, min_level](LogLevel level, const std::string &msg) {
+        if (level < min_level) {
+            return;
+        }
+        const char *name = names[static_cast<int>(level)];
+        if (format == "json") {
+            std::string line = "{\"ts\":\"" + timestamp() + "\",\"level\":\"" + name + "\",\"msg\":";
+            json::append_string(line, msg);
+            line += "}\n";
+            std::fputs(line.c_str(), stderr);
+        } else {
+            std::fprintf(stderr, "%s %-5s %s\n", timestamp().c_str(), name, msg.c_str());
+        }
+    };
+}
+
+struct TailOptions {
+    std::string exchange;
+    long count = 0;
+    int timeout_s = 0;
+};
+
+// A temporary queue bound to the exchange; prints each event as it passes.
+int run_tail(const CommonOptions &opts, const TailOptions &to) {
+    Config cfg;
+    if (const char *v = std::getenv("OUTBOX_AMQP_URL"); v != nullptr && *v != '\0') {
+        cfg.amqp_url = v;
+    }
+    if (!opts.amqp_url.empty()) {
+        cfg.amqp_url = opts.amqp_url;
+    }
+    for (const auto &s : opts.sets) {
+        size_t eq = s.find('=');
+        if (eq == std::string::npos) {
+            fail(Errc::invalid_argument, "--set: expected KEY=VALUE, got '" + s + "'");
+        }
+        cfg.set(s.substr(0, eq), s.substr(eq + 1));
+    }
+    const std::string exchange = to.exchange.empty() ? cfg.exchange : to.exchange;
+    amqp::Options o;
+    o.url = cfg.amqp_url;
+    o.tls.enabled = cfg.amqp_tls;
+    o.tls.ca_file = cfg.amqp_tls_ca;
+    o.tls.cert_file = cfg.amqp_tls_cert;
+    o.tls.key_file = cfg.amqp_tls_key;
+    o.connection_name = "outbox-tail";
+    amqp::Connection conn(o);
+    conn.declare_exchange(exchange, cfg.exchange_type, true, false);
+    std::string queue = conn.declare_queue("", false, true, true);
+    conn.bind_queue(queue, exchange, to.exchange.empty() && cfg.exchange_type != "fanout" ? "#" : "");
+    conn.consume(queue, true);
+    std::fprintf(stderr, "tailing exchange %s (queue %s)\n", exchange.c_str(), queue.c_str());
+    long seen = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while (to.count == 0 || seen < to.count) {
+        if (to.timeout_s > 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(to.timeout_s)) {
+            std::fprintf(stderr, "tail: timed out after %d s with %ld event(s)\n", to.timeout_s, seen);
+            return 1;
+        }
+        auto ev = conn.wait(200);
+        if (!ev) {
+            continue;
+        }
+        auto *m = std::get_if<amqp::Message>(&*ev);
+        if (m == nullptr) {
+            continue;
+        }
+        ++seen;
+        if (opts.json) {
+            std::printf("%s\n", m->body.c_str());
+        } else {
+            std::string pretty = m->body;
+            if (json::Ptr doc = json::parse(m->body)) {
+                char *p = cJSON_Print(doc.get());
+                if (p != nullptr) {
+                    pretty = p;
+                    cJSON_free(p);
+                }
+            }
+            std::printf("--- %s %s (routing key %s)\n%s\n", m->props.type.c_str(), m->props.message_id.c_str(),
+                        m->routing_key.c_str(), pretty.c_str());
+        }
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
+    Config cfg = build_config(opts);
+    if (ro.batch_size > 0) {
+        cfg.set("relay.batch_size", std::to_string(ro.batch_size));
+    }
+    if (ro.window > 0) {
+        cfg.set("relay.window", std::to_string(ro.window));
+    }
+    if (ro.poll_interval_ms > 0) {
+        cfg.set("relay.poll_interval_ms", std::to_string(ro.poll_interval_ms));
+    }
+    if (ro.no_listen) {
+        cfg.relay_listen = false;
+    }
+    LogLevel min_level = ro.log_level == "debug" ? LogLevel::debug
+                         : ro.log_level == "warn" ? LogLevel::warn
+                         : ro.log_level == "error" ? LogLevel::error
+                                                   : LogLevel::info;
+    LogFn logger = make_logger(ro.log_format, min_level);
+    Relay relay(cfg);
+    relay.set_logger(logger);
+    if (ro.once) {
+        RelayStats st = relay.step();
+        std::printf("claimed %lld, published %lld, failed %lld, held back %lld\n", static_cast<long long>(st.claimed),
+                    static_cast<long long>(st.published), static_cast<long long>(st.failed),
+                    static_cast<long long>(st.held_back));
+        return 0;
+    }
+    running_relay = &relay;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    logger(LogLevel::info, "relay " + cfg.relay_name + " starting: exchange " + cfg.exchange + ", batch " +
+                               std::to_string(cfg.relay_batch_size) + ", window " + std::to_string(cfg.relay_window));
+    relay.run();
+    running_relay = nullptr;
+    return 0;
+}
+
 } // namespace
 } // namespace outbox::cli
 
@@ -60,6 +228,33 @@ int main(int argc, char **argv) {
         ->check(CLI::IsMember({"all", "outbox", "inbox"}));
     migrate->footer(keys_help());
 
+    CommonOptions relay_opts;
+    RelayOptions ro;
+    CLI::App *relay = app.add_subcommand(
+        "relay", "run the relay daemon: publish committed events to RabbitMQ with confirms until SIGTERM/SIGINT");
+    add_common(*relay, relay_opts, true);
+    relay->add_option("--batch-size", ro.batch_size, "events claimed per step (relay.batch_size, default 500)");
+    relay->add_option("--window", ro.window, "unconfirmed messages in flight (relay.window, default 512)");
+    relay->add_option("--poll-interval-ms", ro.poll_interval_ms,
+                      "polling fallback interval (relay.poll_interval_ms, default 1000)");
+    relay->add_flag("--no-listen", ro.no_listen, "do not LISTEN for NOTIFY wake-ups; poll only");
+    relay->add_flag("--once", ro.once, "run one step, print what it did, and exit");
+    relay->add_option("--log-format", ro.log_format, "text or json (JSON lines on stderr) (default text)")
+        ->check(CLI::IsMember({"text", "json"}));
+    relay->add_option("--log-level", ro.log_level, "debug, info, warn or error (default info)")
+        ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+    relay->footer(keys_help());
+
+    CommonOptions tail_opts;
+    TailOptions to;
+    CLI::App *tail = app.add_subcommand("tail", "print events as they pass through the exchange (a temporary queue)");
+    tail->add_option("--amqp-url", tail_opts.amqp_url, "RabbitMQ URL (env OUTBOX_AMQP_URL)");
+    tail->add_option("--exchange", to.exchange, "exchange to watch (default amqp.exchange, corewrite.fanout)");
+    tail->add_option("--count", to.count, "exit after this many events (default: run until interrupted)");
+    tail->add_option("--timeout", to.timeout_s, "fail after this many seconds (default: none)");
+    tail->add_option("--set", tail_opts.sets, "set a configuration key, KEY=VALUE");
+    tail->add_flag("--json", tail_opts.json, "print each event as one JSON line");
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -68,6 +263,12 @@ int main(int argc, char **argv) {
     try {
         if (*migrate) {
             return run_migrate(migrate_opts, only);
+        }
+        if (*relay) {
+            return run_relay(relay_opts, ro);
+        }
+        if (*tail) {
+            return run_tail(tail_opts, to);
         }
     } catch (const outbox::Error &e) {
         std::fprintf(stderr, "outbox: %s: %s\n", outbox::errc_name(e.code()), e.what());
