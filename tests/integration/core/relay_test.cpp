@@ -1,0 +1,183 @@
+// The relay against real PostgreSQL and RabbitMQ: exact delivery, unroutable and nacked messages.
+#include "relay_fixture.hpp"
+
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+using namespace outbox_test;
+
+TEST_F(RelayTest, TenThousandEventsArriveExactlyAsWrittenAndAreMarkedPublished) {
+    Collector queue(cfg.exchange);
+    auto ids = write_events(10000, 1000);
+    // Rolled-back events must never be published.
+    db->exec_simple("BEGIN");
+    auto rolled_back = write_events(300, 30, "rb");
+    db->exec_simple("ROLLBACK");
+
+    outbox::Relay relay(cfg);
+    outbox::RelayStats total = drain(relay);
+    EXPECT_EQ(total.published, 10000);
+    EXPECT_EQ(total.failed, 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED' AND published_at IS NOT NULL"),
+              10000);
+
+    const auto &msgs = queue.collect(10000);
+    ASSERT_EQ(msgs.size(), 10000U);
+    // Each message is byte-for-byte the envelope of its row, with the documented properties.
+    outbox::pg::Result rows = db->exec(
+        "SELECT outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload, metadata,"
+        " actor, to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'), floor(extract(epoch FROM created_at))::bigint"
+        " FROM " + table());
+    std::unordered_map<std::string, outbox::EventRow> by_id;
+    for (int i = 0; i < rows.rows(); ++i) {
+        outbox::EventRow r;
+        r.outbox_id = std::string(rows.get(i, 0));
+        r.event_type = std::string(rows.get(i, 1));
+        r.aggregate_type = std::string(rows.get(i, 2));
+        r.aggregate_id = std::string(rows.get(i, 3));
+        r.seq = rows.get_int(i, 4);
+        r.operation = std::string(rows.get(i, 5));
+        r.payload = std::string(rows.get(i, 6));
+        r.previous_payload = rows.get_opt(i, 7);
+        r.metadata = std::string(rows.get(i, 8));
+        r.user = rows.get_opt(i, 9);
+        r.created_at = std::string(rows.get(i, 10));
+        r.created_epoch_s = rows.get_int(i, 11);
+        by_id.emplace(r.outbox_id, r);
+    }
+    std::set<std::string> seen;
+    std::set<std::string> rb(rolled_back.begin(), rolled_back.end());
+    int traced = 0;
+    for (const auto &m : msgs) {
+        ASSERT_TRUE(by_id.count(m.props.message_id)) << "unknown message " << m.props.message_id;
+        ASSERT_FALSE(rb.count(m.props.message_id)) << "a rolled-back event was published";
+        const outbox::EventRow &r = by_id[m.props.message_id];
+        seen.insert(r.outbox_id);
+        EXPECT_EQ(m.body, outbox::envelope_body(r));
+        EXPECT_EQ(m.routing_key, "prd.post");
+        EXPECT_EQ(m.exchange, cfg.exchange);
+        EXPECT_EQ(m.props.content_type, "application/json");
+        EXPECT_EQ(m.props.delivery_mode, 2);
+        EXPECT_EQ(m.props.type, "ProductCreated");
+        EXPECT_EQ(m.props.timestamp, r.created_epoch_s);
+        EXPECT_EQ(header_string(m.props, "outbox-aggregate-type"), "PRD");
+        EXPECT_EQ(header_string(m.props, "outbox-aggregate-id"), r.aggregate_id);
+        EXPECT_EQ(header_string(m.props, "outbox-seq"), std::to_string(r.seq));
+        if (!header_string(m.props, "traceparent").empty()) {
+            ++traced;
+            EXPECT_EQ(header_string(m.props, "traceparent"), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        }
+    }
+    EXPECT_EQ(seen.size(), 10000U) << "every event exactly once";
+    EXPECT_EQ(traced, 10000 / 7 + 1);
+    // The envelope is the documents' format.
+    EXPECT_EQ(msgs[0].body.rfind("{\"OUTBOX_ID\":\"", 0), 0U) << msgs[0].body;
+    EXPECT_NE(msgs[0].body.find("\"EVENT_TYPE\":\"ProductCreated\",\"AGGREGATE_ID\":"), std::string::npos);
+    EXPECT_NE(msgs[0].body.find("\"PAYLOAD\":{\"i\":"), std::string::npos);
+}
+
+TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
+    {
+        outbox::amqp::Connection c(Collector::options());
+        c.declare_exchange(cfg.exchange, "fanout", true, false);
+    }
+    write_events(20, 5);
+    outbox::Relay relay(cfg);
+    outbox::RelayStats s = relay.step();
+    EXPECT_EQ(s.claimed, 20) << "the 5 heads and their followers";
+    EXPECT_EQ(s.held_back, 15) << "followers wait for their head's confirm";
+    EXPECT_EQ(s.unroutable, 5) << "only the heads went out";
+    EXPECT_EQ(s.failed, 5);
+    EXPECT_EQ(s.published, 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() +
+                          " WHERE retry_count = 1 AND next_attempt_at > now() AND error_message LIKE 'unroutable%'"),
+              5);
+    // Within the backoff nothing is due: the failed heads hold their aggregates back.
+    EXPECT_EQ(relay.step().claimed, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    outbox::RelayStats again = relay.step();
+    EXPECT_EQ(again.failed, 5);
+    EXPECT_EQ(scalar_long("SELECT min(retry_count) FROM " + table() + " WHERE seq = 1"), 2);
+
+    // Bind a queue: after the backoff they all go out, in order.
+    Collector queue(cfg.exchange);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    outbox::RelayStats total = drain(relay);
+    EXPECT_EQ(total.published, 20);
+    EXPECT_EQ(queue.collect(20).size(), 20U);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED' AND error_message IS NULL"),
+              20);
+}
+
+TEST_F(RelayTest, UnroutableMayBeAcceptedWhenConfigured) {
+    {
+        outbox::amqp::Connection c(Collector::options());
+        c.declare_exchange(cfg.exchange, "fanout", true, false);
+    }
+    cfg.set("relay.unroutable_is_failure", "false");
+    write_events(3, 3);
+    outbox::Relay relay(cfg);
+    outbox::RelayStats s = relay.step();
+    EXPECT_EQ(s.unroutable, 3);
+    EXPECT_EQ(s.published, 3);
+}
+
+TEST_F(RelayTest, MaxAttemptsMakesAnEventFailed) {
+    {
+        outbox::amqp::Connection c(Collector::options());
+        c.declare_exchange(cfg.exchange, "fanout", true, false);
+    }
+    cfg.set("relay.max_attempts", "2");
+    cfg.set("relay.backoff_base_ms", "0");
+    write_events(2, 1);
+    outbox::Relay relay(cfg);
+    EXPECT_EQ(relay.step().failed, 1);
+    outbox::RelayStats s = relay.step();
+    EXPECT_EQ(s.failed, 1);
+    EXPECT_EQ(s.dead, 1);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'FAILED' AND retry_count = 2"), 1);
+    // A FAILED head holds its aggregate: the second event is never claimed.
+    EXPECT_EQ(relay.step().claimed, 0);
+}
+
+TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
+    // A queue that takes one message and rejects the rest: the broker nacks them.
+    Collector full(cfg.exchange, {{"x-max-length", int64_t{1}}, {"x-overflow", std::string("reject-publish")}});
+    full.connection().purge_queue(full.queue());
+    // The collector consumes: cancel by stopping to read is not enough, so use a second, non-consumed queue.
+    outbox::amqp::Connection admin(Collector::options());
+    std::string q = admin.declare_queue("", false, true, true,
+                                        {{"x-max-length", int64_t{1}}, {"x-overflow", std::string("reject-publish")}});
+    admin.bind_queue(q, cfg.exchange, "");
+    write_events(10, 10);
+    outbox::Relay relay(cfg);
+    outbox::RelayStats s = relay.step();
+    EXPECT_EQ(s.claimed, 10);
+    EXPECT_GE(s.nacked, 8) << "the broker rejects all but one per queue";
+    EXPECT_EQ(s.published + s.failed, 10);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), s.published);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE error_message = 'nacked by the broker' AND retry_count = 1"),
+              s.failed);
+}
+
+TEST(Backoff, ExponentialCappedWithBoundedJitter) {
+    std::mt19937_64 rng(42);
+    for (int attempt = 1; attempt <= 20; ++attempt) {
+        int64_t expected = std::min<int64_t>(1000LL << std::min(attempt - 1, 30), 60000);
+        for (int i = 0; i < 200; ++i) {
+            int64_t d = outbox::backoff_ms(attempt, 1000, 60000, rng);
+            ASSERT_GE(d, expected / 2) << "attempt " << attempt;
+            ASSERT_LE(d, expected) << "attempt " << attempt;
+        }
+    }
+    EXPECT_EQ(outbox::backoff_ms(1, 0, 1000, rng), 0);
+    EXPECT_LE(outbox::backoff_ms(100, 1000, 300000, rng), 300000);
+    // Jitter spreads retries: 100 draws are not all the same.
+    std::set<int64_t> distinct;
+    for (int i = 0; i < 100; ++i) {
+        distinct.insert(outbox::backoff_ms(5, 1000, 60000, rng));
+    }
+    EXPECT_GT(distinct.size(), 50U);
+}
