@@ -3,6 +3,8 @@
  * written in one PostgreSQL transaction, so both persist or neither does.
  *
  *   writer [conninfo] [product-name]     (conninfo defaults to $OUTBOX_PG_URL)
+ *
+ * $OUTBOX_SCHEMA, when set, names the schema of the outbox tables (default public).
  */
 #include <libpq-fe.h>
 #include <outbox.h>
@@ -39,10 +41,17 @@ int main(int argc, char **argv) {
     if ((st = outbox_config_new(&cfg)) != OUTBOX_OK) return fail("config", st);
     /* The documents' naming: aggregate type PRD is called Product in event types. */
     if ((st = outbox_config_set(cfg, "event.type_map", "PRD=Product")) != OUTBOX_OK) return fail("config", st);
+    if (getenv("OUTBOX_SCHEMA") != NULL &&
+        (st = outbox_config_set(cfg, "outbox.schema", getenv("OUTBOX_SCHEMA"))) != OUTBOX_OK)
+        return fail("config", st);
     if ((st = outbox_db_open(&db, conninfo, cfg)) != OUTBOX_OK) return fail("connect", st);
     if ((st = outbox_migrate(NULL, db, OUTBOX_MIGRATE_ALL)) != OUTBOX_OK) { fail("migrate", st); goto out; }
 
     pg = (PGconn *)outbox_db_pgconn(db);
+    if (getenv("OUTBOX_SCHEMA") != NULL) { /* the products table lives beside the outbox */
+        params[0] = getenv("OUTBOX_SCHEMA");
+        PQclear(PQexecParams(pg, "SELECT set_config('search_path', $1, false)", 1, NULL, params, NULL, NULL, 0));
+    }
     res = PQexec(pg, "CREATE TABLE IF NOT EXISTS products (prd_id bigserial PRIMARY KEY, name text NOT NULL,"
                      " price numeric NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
     if (PQresultStatus(res) != PGRES_COMMAND_OK) {
