@@ -69,6 +69,198 @@ void append_string(std::string &out, std::string_view s) {
     out.push_back('"');
 }
 
+namespace {
+
+void skip_ws(std::string_view t, size_t &i) {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) {
+        ++i;
+    }
+}
+
+// Moves i past one string literal starting at t[i] == '"'.
+bool skip_string(std::string_view t, size_t &i) {
+    ++i;
+    while (i < t.size()) {
+        if (t[i] == '\\') {
+            i += 2;
+        } else if (t[i] == '"') {
+            ++i;
+            return true;
+        } else {
+            ++i;
+        }
+    }
+    return false;
+}
+
+// Moves i past one value (of already validated JSON).
+bool skip_value(std::string_view t, size_t &i) {
+    if (i >= t.size()) {
+        return false;
+    }
+    if (t[i] == '"') {
+        return skip_string(t, i);
+    }
+    if (t[i] == '{' || t[i] == '[') {
+        int depth = 0;
+        while (i < t.size()) {
+            char c = t[i];
+            if (c == '"') {
+                if (!skip_string(t, i)) {
+                    return false;
+                }
+                continue;
+            }
+            if (c == '{' || c == '[') {
+                ++depth;
+            } else if (c == '}' || c == ']') {
+                --depth;
+                if (depth == 0) {
+                    ++i;
+                    return true;
+                }
+            }
+            ++i;
+        }
+        return false;
+    }
+    while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && t[i] != ' ' && t[i] != '\n' &&
+           t[i] != '\t' && t[i] != '\r') {
+        ++i;
+    }
+    return true;
+}
+
+void append_utf8(std::string &out, unsigned cp) {
+    if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+}
+
+bool hex4(std::string_view t, size_t i, unsigned &v) {
+    if (i + 4 > t.size()) {
+        return false;
+    }
+    v = 0;
+    for (size_t k = i; k < i + 4; ++k) {
+        char c = t[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9') {
+            v |= unsigned(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            v |= unsigned(c - 'a' + 10);
+        } else if (c >= 'A' && c <= 'F') {
+            v |= unsigned(c - 'A' + 10);
+        } else {
+            return false;
+        }
+    }
+    return true;
+}
+
+} // namespace
+
+bool decode_string(std::string_view raw, std::string &out) {
+    out.clear();
+    if (raw.size() < 2 || raw.front() != '"' || raw.back() != '"') {
+        return false;
+    }
+    for (size_t i = 1; i + 1 < raw.size(); ++i) {
+        char c = raw[i];
+        if (c != '\\') {
+            out.push_back(c);
+            continue;
+        }
+        if (++i >= raw.size() - 1) {
+            return false; // a backslash right before the closing quote
+        }
+        switch (raw[i]) {
+        case '"': out.push_back('"'); break;
+        case '\\': out.push_back('\\'); break;
+        case '/': out.push_back('/'); break;
+        case 'b': out.push_back('\b'); break;
+        case 'f': out.push_back('\f'); break;
+        case 'n': out.push_back('\n'); break;
+        case 'r': out.push_back('\r'); break;
+        case 't': out.push_back('\t'); break;
+        case 'u': {
+            unsigned cp = 0;
+            if (!hex4(raw, i + 1, cp)) {
+                return false;
+            }
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 < raw.size() && raw[i + 1] == '\\' && raw[i + 2] == 'u') {
+                unsigned lo = 0;
+                if (hex4(raw, i + 3, lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    i += 6;
+                }
+            }
+            append_utf8(out, cp);
+            break;
+        }
+        default: return false;
+        }
+    }
+    return true;
+}
+
+bool object_members(std::string_view t, std::vector<Member> &out) {
+    out.clear();
+    size_t i = 0;
+    skip_ws(t, i);
+    if (i >= t.size() || t[i] != '{') {
+        return false;
+    }
+    ++i;
+    skip_ws(t, i);
+    if (i < t.size() && t[i] == '}') {
+        return true;
+    }
+    while (i < t.size()) {
+        skip_ws(t, i);
+        size_t k0 = i;
+        if (i >= t.size() || t[i] != '"' || !skip_string(t, i)) {
+            return false;
+        }
+        Member m;
+        if (!decode_string(t.substr(k0, i - k0), m.key)) {
+            return false;
+        }
+        skip_ws(t, i);
+        if (i >= t.size() || t[i] != ':') {
+            return false;
+        }
+        ++i;
+        skip_ws(t, i);
+        size_t v0 = i;
+        if (!skip_value(t, i)) {
+            return false;
+        }
+        m.value = t.substr(v0, i - v0);
+        out.push_back(std::move(m));
+        skip_ws(t, i);
+        if (i < t.size() && t[i] == ',') {
+            ++i;
+            continue;
+        }
+        return i < t.size() && t[i] == '}';
+    }
+    return false;
+}
+
 } // namespace outbox::json
 
 namespace outbox {

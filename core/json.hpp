@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace outbox::json {
 
@@ -22,6 +23,18 @@ void require_object(std::string_view text, const char *field);
 
 // Compact JSON text of a node (cJSON's printer), owned by the caller.
 std::string print(const cJSON *node);
+
+// The exact source text of each top-level member value of a JSON object, in order. Objects
+// and numbers are handed on byte for byte (no re-printing: 64-bit integers stay exact).
+// Call only on text parse() accepted. Returns false when `text` is not an object.
+struct Member {
+    std::string key;        // decoded key
+    std::string_view value; // raw value text, a view into `text`
+};
+bool object_members(std::string_view text, std::vector<Member> &out);
+
+// Decodes a JSON string literal's raw text (with quotes) into UTF-8; false when it is not one.
+bool decode_string(std::string_view raw, std::string &out);
 
 // Appends `s` as a JSON string literal (quotes and escapes) to `out`.
 void append_string(std::string &out, std::string_view s);
