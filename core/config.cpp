@@ -154,6 +154,30 @@ const std::vector<Option> &options() {
                 &Config::relay_poll_interval_ms, 1, 3600000),
         bool_opt("relay.listen", "wake up on LISTEN/NOTIFY (default true)", &Config::relay_listen),
         str_opt("relay.notify_channel", "NOTIFY channel name (default outbox_events)", &Config::notify_channel, true),
+        str_opt("consumer.queue", "the consumer's durable queue (default: the consumer's name)", &Config::consumer_queue),
+        {"consumer.queue_type", "quorum (default; gives delivery counts) or classic",
+         [](Config &c, const std::string &k, const std::string &v) {
+             if (v != "quorum" && v != "classic") {
+                 fail(Errc::invalid_argument, k + ": expected quorum or classic, got '" + v + "'");
+             }
+             c.consumer_queue_type = v;
+         },
+         [](const Config &c) { return c.consumer_queue_type; }},
+        int_opt("consumer.prefetch", "unacknowledged messages the broker sends ahead (default 32)",
+                &Config::consumer_prefetch, 1, 65535),
+        int_opt("consumer.delivery_limit",
+                "deliveries of a failing message before it goes to the dead-letter queue (default 5)",
+                &Config::consumer_delivery_limit, 1, 1000000),
+        str_opt("consumer.dead_letter_queue", "dead-letter queue (default <queue>.dead)",
+                &Config::consumer_dead_letter_queue),
+        int_opt("consumer.max_body_bytes", "larger messages are dead-lettered unread (default 4194304)",
+                &Config::consumer_max_body_bytes, 1, 512LL * 1024 * 1024),
+        bool_opt("inbox.order_check", "report out-of-order and gapped events per aggregate (default true)",
+                 &Config::inbox_order_check),
+        int_opt("inbox.retention_s",
+                "inbox rows younger than this are never purged; must exceed the longest time a message can "
+                "wait for redelivery (default 604800, 7 days)",
+                &Config::inbox_retention_s, 0, 100LL * 365 * 24 * 3600),
         str_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
                 &Config::relay_name),
     };

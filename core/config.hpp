@@ -54,6 +54,16 @@ struct Config {
     std::string notify_channel = "outbox_events";
     std::string relay_name = "outbox-relay";
 
+    // Consumer runtime and inbox.
+    std::string consumer_queue;               // default: the consumer's name
+    std::string consumer_queue_type = "quorum";
+    int consumer_prefetch = 32;
+    int consumer_delivery_limit = 5;
+    std::string consumer_dead_letter_queue;   // default: <queue>.dead
+    size_t consumer_max_body_bytes = 4 * 1024 * 1024;
+    bool inbox_order_check = true;
+    int64_t inbox_retention_s = 7 * 24 * 3600;
+
     // Sets one option from its string form; throws Error(unknown_key) or Error(invalid_argument).
     void set(const std::string &key, const std::string &value);
     // The string form of one option; throws Error(unknown_key).

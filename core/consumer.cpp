@@ -1,0 +1,382 @@
+#include "consumer.hpp"
+
+#include "error.hpp"
+#include "json.hpp"
+#include "uuid.hpp"
+
+#include <poll.h>
+
+#include <chrono>
+#include <ctime>
+
+namespace outbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const int64_t *header_int(const amqp::Properties &p, const char *name) {
+    for (const auto &[k, v] : p.headers) {
+        if (k == name) {
+            return std::get_if<int64_t>(&v);
+        }
+    }
+    return nullptr;
+}
+
+// Thrown for a failing handler, so infrastructure errors are never mistaken for one.
+struct HandlerFailed {
+    std::string reason;
+};
+
+} // namespace
+
+const std::string *Delivery::field(const std::string &name) const {
+    for (const auto &[k, v] : fields) {
+        if (k == name) {
+            return &v;
+        }
+    }
+    return nullptr;
+}
+
+std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d) {
+    d = Delivery{};
+    d.raw = std::move(msg);
+    const std::string &body = d.raw.body;
+    if (body.size() > max_body) {
+        return "body is " + std::to_string(body.size()) + " bytes, over consumer.max_body_bytes (" +
+               std::to_string(max_body) + ")";
+    }
+    const std::string &ct = d.raw.props.content_type;
+    if (!ct.empty() && ct.rfind("application/json", 0) != 0) {
+        return "content type '" + ct + "' is not application/json";
+    }
+    if (!valid_utf8(body)) {
+        return "body is not valid UTF-8";
+    }
+    json::Ptr doc = json::parse(body);
+    if (!doc) {
+        return "body is not valid JSON";
+    }
+    if (!cJSON_IsObject(doc.get())) {
+        return "body is not a JSON object";
+    }
+    std::vector<json::Member> members;
+    if (!json::object_members(body, members)) {
+        return "body is not a JSON object";
+    }
+    for (const auto &m : members) {
+        if (m.value == "null") {
+            d.null_fields.push_back(m.key);
+            continue;
+        }
+        std::string value;
+        if (!m.value.empty() && m.value.front() == '"') {
+            if (!json::decode_string(m.value, value)) {
+                return "field " + m.key + " is not a valid string";
+            }
+        } else {
+            value = std::string(m.value);
+        }
+        d.fields.emplace_back(m.key, std::move(value));
+    }
+    auto need_string = [&](const char *name, std::string &out) -> std::string {
+        for (const auto &m : members) {
+            if (m.key == name) {
+                if (m.value.empty() || m.value.front() != '"') {
+                    return std::string(name) + " must be a string";
+                }
+                out = *d.field(name);
+                return out.empty() ? std::string(name) + " is empty" : std::string();
+            }
+        }
+        return std::string("missing ") + name;
+    };
+    for (auto [name, out] : {std::pair<const char *, std::string *>{"OUTBOX_ID", &d.event_id},
+                             {"EVENT_TYPE", &d.event_type},
+                             {"AGGREGATE_TYPE", &d.aggregate_type},
+                             {"AGGREGATE_ID", &d.aggregate_id}}) {
+        std::string why = need_string(name, *out);
+        if (!why.empty()) {
+            return why;
+        }
+    }
+    if (!uuid::valid(d.event_id)) {
+        return "OUTBOX_ID is not a UUID";
+    }
+    const std::string *payload = d.field("PAYLOAD");
+    if (payload == nullptr || payload->empty() || payload->front() != '{') {
+        return "PAYLOAD must be a JSON object";
+    }
+    if (const int64_t *seq = header_int(d.raw.props, "outbox-seq")) {
+        d.seq = *seq > 0 ? *seq : 0;
+    }
+    if (const int64_t *count = header_int(d.raw.props, "x-delivery-count")) {
+        d.delivery_count = *count;
+    } else if (d.raw.redelivered) {
+        d.delivery_count = -1;
+    } else {
+        d.delivery_count = 0;
+    }
+    return {};
+}
+
+Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(std::move(name)) {
+    if (name_.empty() || name_.size() > 200) {
+        fail(Errc::invalid_argument, "consumer name must be 1 to 200 characters");
+    }
+    queue_ = cfg_.consumer_queue.empty() ? name_ : cfg_.consumer_queue;
+    dlx_ = queue_ + ".dlx";
+    dlq_ = cfg_.consumer_dead_letter_queue.empty() ? queue_ + ".dead" : cfg_.consumer_dead_letter_queue;
+}
+
+Consumer::~Consumer() { drop(); }
+
+void Consumer::log(int level, const std::string &msg) const {
+    if (log_) {
+        log_(level, msg);
+    }
+}
+
+void Consumer::drop() noexcept {
+    mq_.reset();
+    pending_.clear(); // unacked deliveries return to the queue with the connection
+}
+
+void Consumer::stop() noexcept { stop_.store(true, std::memory_order_relaxed); }
+
+void Consumer::connect() {
+    drop();
+    amqp::Options o;
+    o.url = cfg_.amqp_url;
+    o.tls.enabled = cfg_.amqp_tls;
+    o.tls.ca_file = cfg_.amqp_tls_ca;
+    o.tls.cert_file = cfg_.amqp_tls_cert;
+    o.tls.key_file = cfg_.amqp_tls_key;
+    o.tls.verify_peer = cfg_.amqp_tls_verify_peer;
+    o.tls.verify_hostname = cfg_.amqp_tls_verify_hostname;
+    o.heartbeat_s = cfg_.amqp_heartbeat_s;
+    o.connect_timeout_ms = cfg_.amqp_connect_timeout_ms;
+    o.io_timeout_ms = cfg_.amqp_io_timeout_ms;
+    o.connection_name = "outbox-consumer " + name_;
+    auto conn = std::make_unique<amqp::Connection>(o);
+    const bool quorum = cfg_.consumer_queue_type == "quorum";
+    if (cfg_.exchange_declare) {
+        conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
+    }
+    conn->declare_exchange(dlx_, "fanout", true, false);
+    conn->declare_queue(dlq_, true, false, false, {{"x-queue-type", cfg_.consumer_queue_type}});
+    conn->bind_queue(dlq_, dlx_, "");
+    amqp::Table args{{"x-queue-type", cfg_.consumer_queue_type}, {"x-dead-letter-exchange", dlx_}};
+    if (quorum) {
+        // Backstop for a message that kills its consumer before the runtime can count it; the
+        // runtime itself dead-letters at the limit with the handler's error as the reason.
+        args.emplace_back("x-delivery-limit", int64_t{cfg_.consumer_delivery_limit});
+    }
+    conn->declare_queue(queue_, true, false, false, args);
+    conn->bind_queue(queue_, cfg_.exchange, "");
+    conn->qos(static_cast<uint16_t>(cfg_.consumer_prefetch));
+    conn->confirm_select(); // dead-letter publishes are confirmed before the original is acked
+    conn->consume(queue_, false, "outbox-" + name_);
+    mq_ = std::move(conn);
+    log(1, "consumer " + name_ + " connected to " + amqp::redact_url(cfg_.amqp_url) + ", queue " + queue_ +
+               " (" + cfg_.consumer_queue_type + "), dead letters to " + dlq_);
+}
+
+std::optional<Delivery> Consumer::next(int timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!stopping()) {
+        if (!mq_ || !mq_->alive()) {
+            connect();
+        }
+        std::optional<amqp::Message> msg;
+        if (!pending_.empty()) {
+            msg = std::move(pending_.front());
+            pending_.pop_front();
+        } else {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+            if (left < 0) {
+                return std::nullopt;
+            }
+            // Short slices keep stop() prompt; wait() services heartbeats meanwhile.
+            auto ev = mq_->wait(static_cast<int>(std::min<int64_t>(left, 200)));
+            if (!ev) {
+                if (Clock::now() >= deadline) {
+                    return std::nullopt;
+                }
+                continue;
+            }
+            if (auto *m = std::get_if<amqp::Message>(&*ev)) {
+                msg = std::move(*m);
+            } else if (std::holds_alternative<amqp::Cancelled>(*ev)) {
+                drop();
+                fail(Errc::broker, "the broker cancelled consumer " + name_ + " (queue " + queue_ + " deleted?)");
+            } else {
+                continue; // late confirms, blocked notices: nothing to hand over
+            }
+        }
+        Delivery d;
+        std::string why = parse_delivery(std::move(*msg), cfg_.consumer_max_body_bytes, d);
+        if (!why.empty()) {
+            log(2, "consumer " + name_ + ": dead-lettering message " +
+                       (d.raw.props.message_id.empty() ? std::string("(no id)") : d.raw.props.message_id) + ": " + why);
+            dead_letter(d, why);
+            continue;
+        }
+        return d;
+    }
+    return std::nullopt;
+}
+
+void Consumer::ack(const Delivery &d) {
+    if (!mq_) {
+        fail(Errc::connection, "consumer is not connected; the message will be redelivered");
+    }
+    mq_->ack(d.raw.delivery_tag);
+    classic_attempts_.erase(d.event_id);
+}
+
+void Consumer::nack(const Delivery &d, bool requeue) {
+    if (!mq_) {
+        fail(Errc::connection, "consumer is not connected; the message will be redelivered");
+    }
+    mq_->nack(d.raw.delivery_tag, false, requeue);
+}
+
+void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
+    if (!mq_) {
+        fail(Errc::connection, "consumer is not connected; the message will be redelivered");
+    }
+    amqp::Properties props = d.raw.props;
+    props.headers.emplace_back("x-outbox-dead-reason", reason);
+    props.headers.emplace_back("x-outbox-dead-queue", queue_);
+    props.headers.emplace_back("x-outbox-dead-consumer", name_);
+    props.headers.emplace_back("x-outbox-dead-at", static_cast<int64_t>(std::time(nullptr)));
+    if (props.delivery_mode == 0) {
+        props.delivery_mode = 2;
+    }
+    uint64_t tag = mq_->publish(dlx_, queue_, false, props, d.raw.body);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.amqp_io_timeout_ms);
+    while (true) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) {
+            drop();
+            fail(Errc::timeout, "no confirm for a dead-letter publish; the message will be redelivered");
+        }
+        auto ev = mq_->wait(static_cast<int>(left));
+        if (!ev) {
+            continue;
+        }
+        if (auto *m = std::get_if<amqp::Message>(&*ev)) {
+            pending_.push_back(std::move(*m));
+        } else if (auto *a = std::get_if<amqp::Ack>(&*ev)) {
+            if (a->tag == tag || (a->multiple && a->tag > tag)) {
+                break;
+            }
+        } else if (auto *n = std::get_if<amqp::Nack>(&*ev)) {
+            if (n->tag == tag || (n->multiple && n->tag > tag)) {
+                fail(Errc::broker, "the broker refused the dead-letter publish; the message stays queued");
+            }
+        }
+    }
+    mq_->ack(d.raw.delivery_tag);
+    classic_attempts_.erase(d.event_id);
+}
+
+int64_t Consumer::attempts(const Delivery &d) const {
+    if (d.delivery_count >= 0 && cfg_.consumer_queue_type == "quorum") {
+        return d.delivery_count + 1;
+    }
+    auto it = classic_attempts_.find(d.event_id);
+    return (it == classic_attempts_.end() ? 0 : it->second) + 1;
+}
+
+void Consumer::run(pg::Conn *db, const Handler &handler) {
+    std::optional<pg::Conn> own;
+    pg::Conn *conn = db;
+    int backoff = 100;
+    while (!stopping()) {
+        try {
+            if (conn == nullptr) {
+                if (cfg_.pg_url.empty()) {
+                    fail(Errc::invalid_argument, "the consumer needs pg.url or a database connection");
+                }
+                own.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, "outbox-consumer " + name_));
+                conn = &*own;
+                log(1, "consumer " + name_ + " connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url));
+            }
+            std::optional<Delivery> d = next(500);
+            backoff = 100;
+            if (!d) {
+                continue;
+            }
+            inbox::Key key{name_, d->event_id, d->aggregate_type, d->aggregate_id, d->seq};
+            conn->exec_simple("BEGIN");
+            try {
+                d->dedupe = inbox::dedupe(*conn, cfg_, key, cfg_.inbox_order_check);
+                if (d->dedupe.first_time) {
+                    try {
+                        handler(*conn, *d);
+                    } catch (const std::exception &e) {
+                        throw HandlerFailed{e.what()};
+                    } catch (...) {
+                        throw HandlerFailed{"handler failed"};
+                    }
+                }
+                conn->exec_simple("COMMIT");
+            } catch (const HandlerFailed &f) {
+                if (conn->ok()) {
+                    PQclear(PQexec(conn->raw(), "ROLLBACK"));
+                }
+                int64_t attempt = attempts(*d);
+                if (attempt >= cfg_.consumer_delivery_limit) {
+                    log(2, "consumer " + name_ + ": event " + d->event_id + " failed " + std::to_string(attempt) +
+                               " time(s), dead-lettering: " + f.reason);
+                    dead_letter(*d, "handler failed " + std::to_string(attempt) + " time(s): " + f.reason);
+                } else {
+                    log(2, "consumer " + name_ + ": event " + d->event_id + " failed (attempt " +
+                               std::to_string(attempt) + "), redelivering: " + f.reason);
+                    if (classic_attempts_.size() > 100000) {
+                        classic_attempts_.clear();
+                    }
+                    ++classic_attempts_[d->event_id];
+                    nack(*d, true);
+                }
+                continue;
+            } catch (...) {
+                if (conn->ok() && conn->tx_status() != PQTRANS_IDLE) {
+                    PQclear(PQexec(conn->raw(), "ROLLBACK"));
+                }
+                // The effect was not committed: the unacked message goes back to the queue with
+                // the broker connection, and is processed again after reconnecting.
+                drop();
+                throw;
+            }
+            ack(*d);
+        } catch (const Error &e) {
+            if (db != nullptr && !db->ok()) {
+                throw; // a lent connection cannot be reopened here
+            }
+            log(2, "consumer " + name_ + ": " + errc_name(e.code()) + ": " + e.what() + "; retrying in " +
+                       std::to_string(backoff) + " ms");
+            if (e.code() == Errc::connection || e.code() == Errc::database || e.code() == Errc::timeout) {
+                if (own && !own->ok()) {
+                    own.reset();
+                    conn = nullptr;
+                }
+            }
+            if (e.code() == Errc::invalid_argument) {
+                throw;
+            }
+            drop();
+            for (int waited = 0; waited < backoff && !stopping(); waited += 50) {
+                poll(nullptr, 0, 50);
+            }
+            backoff = std::min(backoff * 2, 30000);
+        }
+    }
+    drop();
+    log(1, "consumer " + name_ + " stopped");
+}
+
+} // namespace outbox

@@ -1,0 +1,99 @@
+// The consumer runtime: a durable queue of one's own on the fanout exchange, messages handed
+// over one at a time, and a run loop that makes each event's effect happen exactly once by
+// recording it in the inbox in the same transaction as the handler's own writes.
+#pragma once
+
+#include "amqp.hpp"
+#include "config.hpp"
+#include "inbox.hpp"
+#include "pg.hpp"
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace outbox {
+
+// One delivered event: the raw message and its envelope fields.
+struct Delivery {
+    amqp::Message raw;
+    // Envelope fields: strings decoded; PAYLOAD/PREVIOUS_PAYLOAD/METADATA as their exact JSON text.
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::vector<std::string> null_fields; // present with a JSON null value
+    std::string event_id, event_type, aggregate_type, aggregate_id;
+    int64_t seq = 0;             // from the outbox-seq header (0 = not given)
+    int64_t delivery_count = -1; // deliveries before this one (quorum queues), -1 = unknown
+    inbox::Result dedupe;        // filled by the run loop
+
+    [[nodiscard]] const std::string *field(const std::string &name) const;
+};
+
+// Why a message cannot be an event; empty when it is a valid one. Fills `d` when valid.
+std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d);
+
+class Consumer {
+  public:
+    // The handler runs inside the consumer's transaction; throwing means failure (rollback, redeliver).
+    using Handler = std::function<void(pg::Conn &tx, const Delivery &event)>;
+
+    Consumer(Config cfg, std::string name);
+    ~Consumer();
+    Consumer(const Consumer &) = delete;
+    Consumer &operator=(const Consumer &) = delete;
+
+    // Declares the exchange, the dead-letter exchange and queue, the consumer's queue (bound to
+    // the exchange) and starts consuming. Called by next() when not connected.
+    void connect();
+
+    // The next valid event, waiting at most timeout_ms; nullopt on timeout or stop. Messages
+    // that are not events (not JSON, missing fields, too large, wrong content type) are sent to
+    // the dead-letter queue with the reason in header x-outbox-dead-reason, and skipped.
+    std::optional<Delivery> next(int timeout_ms);
+
+    void ack(const Delivery &d);
+    void nack(const Delivery &d, bool requeue);
+    // Publishes the message to the dead-letter queue with the reason (confirmed), then acks it.
+    void dead_letter(const Delivery &d, const std::string &reason);
+
+    // Handles deliveries until stop(): BEGIN, dedupe, handler (first time only), COMMIT, ack.
+    // A failing handler rolls back and the message is redelivered, until consumer.delivery_limit,
+    // then dead-lettered with the handler's error. Reconnects to the broker, and to the database
+    // when it owns the connection (db == nullptr: opened from pg.url).
+    void run(pg::Conn *db, const Handler &handler);
+
+    void stop() noexcept;
+    [[nodiscard]] bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
+    void reset_stop() noexcept { stop_.store(false, std::memory_order_relaxed); }
+
+    void set_logger(std::function<void(int level, const std::string &)> fn) { log_ = std::move(fn); }
+    [[nodiscard]] const std::string &name() const { return name_; }
+    [[nodiscard]] const std::string &queue() const { return queue_; }
+    [[nodiscard]] const std::string &dead_letter_queue() const { return dlq_; }
+    [[nodiscard]] const Config &config() const { return cfg_; }
+
+    // Attempts so far for a message (from the broker's delivery count, or counted here for
+    // classic queues, which have none).
+    int64_t attempts(const Delivery &d) const;
+
+  private:
+    void drop() noexcept;
+    void log(int level, const std::string &msg) const;
+
+    Config cfg_;
+    std::string name_;
+    std::string queue_;
+    std::string dlx_;
+    std::string dlq_;
+    std::unique_ptr<amqp::Connection> mq_;
+    std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
+    std::unordered_map<std::string, int64_t> classic_attempts_;
+    std::atomic<bool> stop_{false};
+    std::function<void(int, const std::string &)> log_;
+};
+
+} // namespace outbox
