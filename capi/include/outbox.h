@@ -323,6 +323,142 @@ OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
 OUTBOX_API outbox_status outbox_relay_reset(outbox_relay *relay);
 /**@}*/
 
+/** @name Consumers: dedupe (inbox) and the consumer runtime */
+/**@{*/
+/** What outbox_consumer_dedupe() found. Size-prefixed like outbox_relay_stats. */
+typedef struct outbox_dedupe_result {
+    size_t size;
+    int32_t first_time;   /**< 1: recorded now, process it; 0: already processed, skip it */
+    int32_t order;        /**< an outbox_order value (inbox.order_check) */
+    int64_t previous_seq; /**< highest sequence of the aggregate processed before (0 = none) */
+} outbox_dedupe_result;
+
+/** Order of an event within its aggregate, as the consumer saw it. */
+typedef enum outbox_order {
+    OUTBOX_ORDER_UNCHECKED = 0, /**< not checked: a duplicate, no sequence, or inbox.order_check=false */
+    OUTBOX_ORDER_IN_ORDER = 1,  /**< the next sequence number of its aggregate */
+    OUTBOX_ORDER_STALE = 2,     /**< a later (or equal) sequence of its aggregate was already processed */
+    OUTBOX_ORDER_GAP = 3        /**< earlier sequence numbers of its aggregate were never processed */
+} outbox_order;
+
+/** Zeroes the result and sets its size. */
+static inline void outbox_dedupe_result_init(outbox_dedupe_result *r) {
+    memset(r, 0, sizeof *r);
+    r->size = sizeof *r;
+}
+
+/**
+ * Records (consumer, event) in the inbox table **in the connection's current transaction** and
+ * says whether this is the first time. Commit it together with the handler's own writes: a
+ * crash before the commit leaves no trace (the redelivery is processed), and after it every
+ * redelivery is answered first_time = 0 and writes nothing.
+ * With inbox.order_check (default), it also tracks the highest sequence per aggregate and
+ * reports stale or gapped events in `order`.
+ * @param[out] out may be NULL; otherwise set its size first (outbox_dedupe_result_init()).
+ * @param consumer the consumer's name (1..255 bytes).
+ * @param event_id the message's OUTBOX_ID (a UUID).
+ * @param aggregate_type, aggregate_id may be NULL (no order check); seq 0 = unknown.
+ */
+OUTBOX_API outbox_status outbox_consumer_dedupe(outbox_dedupe_result *out, outbox_db *db, const char *consumer,
+                                                const char *event_id, const char *aggregate_type,
+                                                const char *aggregate_id, int64_t seq);
+/**
+ * The statement outbox_consumer_dedupe() runs, for drivers whose connection cannot be lent. It
+ * returns one row: first_time (boolean), previous_seq (bigint or NULL), positions updated.
+ */
+OUTBOX_API outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *cfg, const char *consumer,
+                                              const char *event_id, const char *aggregate_type,
+                                              const char *aggregate_id, int64_t seq);
+/**
+ * Deletes inbox rows processed more than `older_than_s` seconds ago, in batches of `batch`
+ * rows (short statements, no long locks). An age below inbox.retention_s is refused
+ * (OUTBOX_ERR_INVALID_ARGUMENT), so nothing a redelivery could still need is deleted.
+ * @param[out] deleted may be NULL.
+ */
+OUTBOX_API outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
+
+/** A consumer of its own durable queue on the exchange. Destroy with outbox_consumer_free(). */
+typedef struct outbox_consumer outbox_consumer;
+/** One delivered event. Destroy with outbox_message_free(). */
+typedef struct outbox_message outbox_message;
+
+/**
+ * Creates a consumer named `name` (its queue is consumer.queue, default the name; a quorum
+ * queue by default, bound to amqp.exchange, dead letters to `<queue>.dead`). Needs amqp.url;
+ * pg.url when outbox_consumer_run() should open its own database connection. Connects lazily.
+ */
+OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cfg, const char *name);
+OUTBOX_API void outbox_consumer_free(outbox_consumer *consumer);
+/** Declares the topology and starts consuming now (otherwise the first next/run does). */
+OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
+/**
+ * Waits at most timeout_ms for the next event. Messages that are not events (not JSON, missing
+ * OUTBOX_ID/EVENT_TYPE/AGGREGATE_TYPE/AGGREGATE_ID/PAYLOAD, over consumer.max_body_bytes, wrong
+ * content type) go to the dead-letter queue with the reason in header x-outbox-dead-reason.
+ * @param[out] out the event (free with outbox_message_free()); NULL on timeout.
+ * @return OUTBOX_OK with an event, OUTBOX_ERR_TIMEOUT when none came, OUTBOX_ERR_STOPPED after a stop.
+ */
+OUTBOX_API outbox_status outbox_consumer_next(outbox_message **out, outbox_consumer *consumer, int timeout_ms);
+/** Acknowledges: the broker forgets the message. Call after your transaction committed. */
+OUTBOX_API outbox_status outbox_consumer_ack(outbox_consumer *consumer, const outbox_message *msg);
+/** Negative acknowledgement; requeue != 0 redelivers it (and counts a delivery). */
+OUTBOX_API outbox_status outbox_consumer_nack(outbox_consumer *consumer, const outbox_message *msg, int requeue);
+/** Sends the message to the dead-letter queue with `reason` in its headers, then acks it. */
+OUTBOX_API outbox_status outbox_consumer_dead_letter(outbox_consumer *consumer, const outbox_message *msg,
+                                                     const char *reason);
+/** outbox_consumer_dedupe() for a delivered message, with the consumer's name. */
+OUTBOX_API outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db,
+                                                        const outbox_consumer *consumer, const outbox_message *msg);
+
+/**
+ * A handler for outbox_consumer_run(): called inside the consumer's transaction on `tx`, once
+ * per event (duplicates are skipped). Return 0 for success (commit, ack); non-zero for failure
+ * (roll back, redeliver; after consumer.delivery_limit attempts, dead-letter). Call
+ * outbox_handler_error() before returning non-zero to say why.
+ */
+typedef int (*outbox_handler_fn)(outbox_db *tx, const outbox_message *msg, void *user_data);
+/** Sets the failure reason of the running handler (copied). */
+OUTBOX_API void outbox_handler_error(const char *reason);
+/**
+ * Handles events until outbox_consumer_stop(): for each, BEGIN on `db`, dedupe, the handler,
+ * COMMIT, ack. `db` NULL: the consumer opens (and reopens after a loss) its own connection
+ * from pg.url. Reconnects to the broker by itself. Never acks a message whose effect was not
+ * committed. @return OUTBOX_OK after a stop.
+ */
+OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outbox_handler_fn fn,
+                                             void *user_data);
+/** Asks next/run to return; safe from any thread and from a signal handler. NULL is a no-op. */
+OUTBOX_API void outbox_consumer_stop(outbox_consumer *consumer);
+OUTBOX_API outbox_status outbox_consumer_reset(outbox_consumer *consumer);
+/** Sets where the consumer logs (as outbox_relay_set_logger()). */
+OUTBOX_API outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_fn fn, void *user_data);
+
+OUTBOX_API void outbox_message_free(outbox_message *msg);
+/**
+ * An envelope field by its name ("OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_ID", "AGGREGATE_TYPE",
+ * "OPERATION", "USER", "CREATED_AT", ...): strings decoded to UTF-8; objects ("PAYLOAD",
+ * "PREVIOUS_PAYLOAD", "METADATA") as their exact JSON text. NULL when absent or null.
+ * Borrowed: valid until outbox_message_free().
+ */
+OUTBOX_API const char *outbox_message_field(const outbox_message *msg, const char *name);
+/** The raw body (borrowed as above); `len` receives its length (may be NULL). */
+OUTBOX_API const char *outbox_message_body(const outbox_message *msg, size_t *len);
+/**
+ * A property: "message_id", "type", "content_type", "app_id", "correlation_id", "routing_key",
+ * "exchange", "consumer_tag", or a header by its name; numbers and booleans as text. NULL when absent.
+ */
+OUTBOX_API const char *outbox_message_property(const outbox_message *msg, const char *name);
+/** The per-aggregate sequence number (header outbox-seq), 0 when absent. */
+OUTBOX_API int64_t outbox_message_seq(const outbox_message *msg);
+/** 1 when the broker marked it redelivered. */
+OUTBOX_API int outbox_message_redelivered(const outbox_message *msg);
+/** Earlier deliveries of this message (quorum queues), or -1 when the queue does not say. */
+OUTBOX_API int64_t outbox_message_delivery_count(const outbox_message *msg);
+/** Inside a handler: what the run loop's dedupe found (first_time is always 1 there). */
+OUTBOX_API outbox_order outbox_message_order(const outbox_message *msg);
+OUTBOX_API int64_t outbox_message_previous_seq(const outbox_message *msg);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include "outbox.h"
 
 #include "config.hpp"
+#include "consumer.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "pg.hpp"
@@ -12,6 +13,7 @@
 #include "store.hpp"
 
 #include <new>
+#include <vector>
 #include <string>
 
 struct outbox_config {
@@ -30,6 +32,17 @@ struct outbox_event {
 struct outbox_relay {
     explicit outbox_relay(outbox::Config c) : relay(std::move(c)) {}
     outbox::Relay relay;
+};
+
+struct outbox_consumer {
+    outbox_consumer(outbox::Config c, std::string name) : consumer(std::move(c), std::move(name)) {}
+    outbox::Consumer consumer;
+};
+
+struct outbox_message {
+    outbox::Delivery d;
+    // Text forms of properties and headers, made on first request and kept for borrowing.
+    mutable std::vector<std::pair<std::string, std::string>> texts;
 };
 
 struct outbox_statement {

@@ -1,0 +1,311 @@
+#include "capi.hpp"
+
+#include "inbox.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+using outbox::capi::guard;
+
+namespace {
+
+thread_local std::string handler_reason;
+
+void fill(outbox_dedupe_result *out, const outbox::inbox::Result &r) {
+    if (out == nullptr) {
+        return;
+    }
+    outbox_dedupe_result full{};
+    full.size = out->size;
+    full.first_time = r.first_time ? 1 : 0;
+    full.order = static_cast<int32_t>(r.order);
+    full.previous_seq = r.last_seq;
+    std::memcpy(out, &full, std::min(out->size, sizeof full));
+}
+
+outbox::inbox::Key make_key(const char *consumer, const char *event_id, const char *aggregate_type,
+                            const char *aggregate_id, int64_t seq) {
+    return {consumer, event_id, aggregate_type != nullptr ? aggregate_type : "",
+            aggregate_id != nullptr ? aggregate_id : "", seq};
+}
+
+bool bad_size(const outbox_dedupe_result *out) {
+    if (out != nullptr && out->size < sizeof(size_t)) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "out->size must be set (outbox_dedupe_result_init)");
+        return true;
+    }
+    return false;
+}
+
+std::string field_text(const outbox::amqp::FieldValue &v) {
+    if (const auto *s = std::get_if<std::string>(&v)) {
+        return *s;
+    }
+    if (const auto *i = std::get_if<int64_t>(&v)) {
+        return std::to_string(*i);
+    }
+    return std::get<bool>(v) ? "true" : "false";
+}
+
+} // namespace
+
+extern "C" {
+
+outbox_status outbox_consumer_dedupe(outbox_dedupe_result *out, outbox_db *db, const char *consumer,
+                                     const char *event_id, const char *aggregate_type, const char *aggregate_id,
+                                     int64_t seq) {
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(event_id);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        auto key = make_key(consumer, event_id, aggregate_type, aggregate_id, seq);
+        fill(out, outbox::inbox::dedupe(db->conn, db->cfg, key, db->cfg.inbox_order_check));
+    });
+}
+
+outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *cfg, const char *consumer,
+                                   const char *event_id, const char *aggregate_type, const char *aggregate_id,
+                                   int64_t seq) {
+    OUTBOX_REQUIRE(out);
+    *out = nullptr;
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(event_id);
+    return guard([&] {
+        static const outbox::Config defaults;
+        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
+        auto st = outbox::inbox::render(c, make_key(consumer, event_id, aggregate_type, aggregate_id, seq),
+                                        c.inbox_order_check);
+        std::string sql = st.sql;
+        if (c.qmark_placeholders) {
+            for (int i = 5; i >= 1; --i) {
+                std::string ph = "$" + std::to_string(i);
+                for (size_t pos = sql.find(ph); pos != std::string::npos; pos = sql.find(ph, pos + 1)) {
+                    sql.replace(pos, ph.size(), "?");
+                }
+            }
+        }
+        *out = new outbox_statement{outbox::store::Statement{std::move(sql), std::move(st.params)}};
+    });
+}
+
+outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch) {
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        if (older_than_s < db->cfg.inbox_retention_s) {
+            outbox::fail(outbox::Errc::invalid_argument,
+                         "refusing to purge inbox rows younger than inbox.retention_s (" +
+                             std::to_string(db->cfg.inbox_retention_s) +
+                             " s): a redelivery may still need them; lower inbox.retention_s deliberately");
+        }
+        int64_t n = outbox::inbox::purge(db->conn, db->cfg, older_than_s, batch);
+        if (deleted != nullptr) {
+            *deleted = n;
+        }
+    });
+}
+
+outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cfg, const char *name) {
+    OUTBOX_REQUIRE(out);
+    *out = nullptr;
+    OUTBOX_REQUIRE(cfg);
+    OUTBOX_REQUIRE(name);
+    return guard([&] { *out = new outbox_consumer(cfg->cfg, name); });
+}
+
+void outbox_consumer_free(outbox_consumer *consumer) { delete consumer; }
+
+outbox_status outbox_consumer_connect(outbox_consumer *consumer) {
+    OUTBOX_REQUIRE(consumer);
+    return guard([&] { consumer->consumer.connect(); });
+}
+
+outbox_status outbox_consumer_next(outbox_message **out, outbox_consumer *consumer, int timeout_ms) {
+    OUTBOX_REQUIRE(out);
+    *out = nullptr;
+    OUTBOX_REQUIRE(consumer);
+    return guard([&] {
+        auto d = consumer->consumer.next(timeout_ms < 0 ? 0 : timeout_ms);
+        if (!d) {
+            if (consumer->consumer.stopping()) {
+                outbox::fail(outbox::Errc::stopped, "the consumer was stopped");
+            }
+            outbox::fail(outbox::Errc::timeout, "no message within " + std::to_string(timeout_ms) + " ms");
+        }
+        *out = new outbox_message{std::move(*d), {}};
+    });
+}
+
+outbox_status outbox_consumer_ack(outbox_consumer *consumer, const outbox_message *msg) {
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    return guard([&] { consumer->consumer.ack(msg->d); });
+}
+
+outbox_status outbox_consumer_nack(outbox_consumer *consumer, const outbox_message *msg, int requeue) {
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    return guard([&] { consumer->consumer.nack(msg->d, requeue != 0); });
+}
+
+outbox_status outbox_consumer_dead_letter(outbox_consumer *consumer, const outbox_message *msg, const char *reason) {
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    OUTBOX_REQUIRE(reason);
+    return guard([&] { consumer->consumer.dead_letter(msg->d, reason); });
+}
+
+outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
+                                             const outbox_message *msg) {
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        const auto &d = msg->d;
+        outbox::inbox::Key key{consumer->consumer.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
+        fill(out, outbox::inbox::dedupe(db->conn, db->cfg, key, db->cfg.inbox_order_check));
+    });
+}
+
+void outbox_handler_error(const char *reason) {
+    try {
+        handler_reason = reason != nullptr ? reason : "";
+    } catch (...) {
+    }
+}
+
+outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outbox_handler_fn fn, void *user_data) {
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(fn);
+    return guard([&] {
+        consumer->consumer.run(db != nullptr ? &db->conn : nullptr, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+            // The handler sees the transaction's connection as a lent outbox_db.
+            outbox_db view{outbox::pg::Conn::wrap(tx.raw()), consumer->consumer.config()};
+            outbox_message msg{d, {}};
+            handler_reason.clear();
+            int rc = fn(&view, &msg, user_data);
+            if (rc != 0) {
+                throw std::runtime_error(handler_reason.empty() ? "handler returned " + std::to_string(rc)
+                                                                : handler_reason);
+            }
+        });
+    });
+}
+
+void outbox_consumer_stop(outbox_consumer *consumer) {
+    if (consumer != nullptr) {
+        consumer->consumer.stop();
+    }
+}
+
+outbox_status outbox_consumer_reset(outbox_consumer *consumer) {
+    OUTBOX_REQUIRE(consumer);
+    return guard([&] { consumer->consumer.reset_stop(); });
+}
+
+outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_fn fn, void *user_data) {
+    OUTBOX_REQUIRE(consumer);
+    return guard([&] {
+        if (fn == nullptr) {
+            consumer->consumer.set_logger({});
+            return;
+        }
+        consumer->consumer.set_logger([fn, user_data](int level, const std::string &m) {
+            fn(static_cast<outbox_log_level>(level), m.c_str(), user_data);
+        });
+    });
+}
+
+void outbox_message_free(outbox_message *msg) { delete msg; }
+
+const char *outbox_message_field(const outbox_message *msg, const char *name) {
+    if (msg == nullptr || name == nullptr) {
+        return nullptr;
+    }
+    const std::string *v = msg->d.field(name);
+    return v != nullptr ? v->c_str() : nullptr;
+}
+
+const char *outbox_message_body(const outbox_message *msg, size_t *len) {
+    if (msg == nullptr) {
+        if (len != nullptr) {
+            *len = 0;
+        }
+        return nullptr;
+    }
+    if (len != nullptr) {
+        *len = msg->d.raw.body.size();
+    }
+    return msg->d.raw.body.c_str();
+}
+
+const char *outbox_message_property(const outbox_message *msg, const char *name) {
+    if (msg == nullptr || name == nullptr) {
+        return nullptr;
+    }
+    for (const auto &[k, v] : msg->texts) {
+        if (k == name) {
+            return v.c_str();
+        }
+    }
+    const auto &raw = msg->d.raw;
+    const auto &p = raw.props;
+    std::string key = name;
+    std::optional<std::string> value;
+    if (key == "message_id") {
+        value = p.message_id;
+    } else if (key == "type") {
+        value = p.type;
+    } else if (key == "content_type") {
+        value = p.content_type;
+    } else if (key == "app_id") {
+        value = p.app_id;
+    } else if (key == "correlation_id") {
+        value = p.correlation_id;
+    } else if (key == "routing_key") {
+        value = raw.routing_key;
+    } else if (key == "exchange") {
+        value = raw.exchange;
+    } else if (key == "consumer_tag") {
+        value = raw.consumer_tag;
+    } else if (key == "timestamp") {
+        value = p.timestamp != 0 ? std::optional<std::string>(std::to_string(p.timestamp)) : std::nullopt;
+    } else if (key == "delivery_mode") {
+        value = std::to_string(p.delivery_mode);
+    } else {
+        for (const auto &[hk, hv] : p.headers) {
+            if (hk == key) {
+                value = field_text(hv);
+                break;
+            }
+        }
+    }
+    if (!value || (value->empty() && key != "routing_key" && key != "exchange")) {
+        return nullptr;
+    }
+    try {
+        msg->texts.emplace_back(key, std::move(*value));
+    } catch (...) {
+        return nullptr;
+    }
+    return msg->texts.back().second.c_str();
+}
+
+int64_t outbox_message_seq(const outbox_message *msg) { return msg != nullptr ? msg->d.seq : 0; }
+
+int outbox_message_redelivered(const outbox_message *msg) { return msg != nullptr && msg->d.raw.redelivered ? 1 : 0; }
+
+int64_t outbox_message_delivery_count(const outbox_message *msg) { return msg != nullptr ? msg->d.delivery_count : -1; }
+
+outbox_order outbox_message_order(const outbox_message *msg) {
+    return msg != nullptr ? static_cast<outbox_order>(static_cast<int>(msg->d.dedupe.order)) : OUTBOX_ORDER_UNCHECKED;
+}
+
+int64_t outbox_message_previous_seq(const outbox_message *msg) { return msg != nullptr ? msg->d.dedupe.last_seq : 0; }
+
+} // extern "C"
