@@ -324,6 +324,11 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                     }
                 }
                 conn->exec_simple("COMMIT");
+                if (!d->dedupe.first_time) {
+                    log(1, "consumer " + name_ + ": event " + d->event_id + " (" + d->event_type + " " +
+                               d->aggregate_type + ":" + d->aggregate_id +
+                               ") was already processed; acknowledged without running the handler");
+                }
             } catch (const HandlerFailed &f) {
                 if (conn->ok()) {
                     PQclear(PQexec(conn->raw(), "ROLLBACK"));
