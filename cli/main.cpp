@@ -3,6 +3,7 @@
 
 #include "amqp.hpp"
 #include "error.hpp"
+#include "inbox.hpp"
 #include "json.hpp"
 #include "pg.hpp"
 #include "relay.hpp"
@@ -94,6 +95,46 @@ LogFn make_logger(const std::string &format, LogLevel min_level) {
             std::fprintf(stderr, "%s %-5s %s\n", timestamp().c_str(), name, msg.c_str());
         }
     };
+}
+
+// "30d", "36h", "90m", "45s" or plain seconds.
+int64_t parse_duration(const std::string &text) {
+    if (text.empty()) {
+        fail(Errc::invalid_argument, "empty duration");
+    }
+    size_t used = 0;
+    long long n = 0;
+    try {
+        n = std::stoll(text, &used);
+    } catch (const std::exception &) {
+        fail(Errc::invalid_argument, "not a duration: '" + text + "' (use e.g. 30d, 12h, 90m, 45s)");
+    }
+    std::string unit = text.substr(used);
+    int64_t mult = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : unit == "d" ? 86400 : 0;
+    if (mult == 0 || n < 0) {
+        fail(Errc::invalid_argument, "not a duration: '" + text + "' (use e.g. 30d, 12h, 90m, 45s)");
+    }
+    return n * mult;
+}
+
+int run_purge_inbox(const CommonOptions &opts, const std::string &older_than, int batch) {
+    Config cfg = build_config(opts);
+    int64_t age = older_than.empty() ? cfg.inbox_retention_s : parse_duration(older_than);
+    if (age < cfg.inbox_retention_s) {
+        fail(Errc::invalid_argument, "refusing to purge inbox rows younger than inbox.retention_s (" +
+                                         std::to_string(cfg.inbox_retention_s) +
+                                         " s): a redelivery may still need them (lower it with --set "
+                                         "inbox.retention_s=SECONDS if you mean it)");
+    }
+    pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-purge-inbox");
+    int64_t n = inbox::purge(conn, cfg, age, batch);
+    if (opts.json) {
+        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n), static_cast<long long>(age));
+    } else {
+        std::printf("deleted %lld inbox row(s) processed more than %lld s ago from %s.%s\n", static_cast<long long>(n),
+                    static_cast<long long>(age), cfg.schema.c_str(), cfg.inbox_table.c_str());
+    }
+    return 0;
 }
 
 struct TailOptions {
@@ -255,6 +296,18 @@ int main(int argc, char **argv) {
     tail->add_option("--set", tail_opts.sets, "set a configuration key, KEY=VALUE");
     tail->add_flag("--json", tail_opts.json, "print each event as one JSON line");
 
+    CommonOptions purge_inbox_opts;
+    std::string inbox_age;
+    int inbox_batch = 5000;
+    CLI::App *purge_inbox = app.add_subcommand(
+        "purge-inbox", "delete consumer inbox rows older than the retention window, in bounded batches");
+    add_common(*purge_inbox, purge_inbox_opts, false);
+    purge_inbox->add_option("--older-than", inbox_age,
+                            "age such as 30d, 12h, 90m (default inbox.retention_s, 7d); never below inbox.retention_s");
+    purge_inbox->add_option("--batch", inbox_batch, "rows deleted per statement (default 5000)")
+        ->check(CLI::PositiveNumber);
+    purge_inbox->footer(keys_help());
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -266,6 +319,9 @@ int main(int argc, char **argv) {
         }
         if (*relay) {
             return run_relay(relay_opts, ro);
+        }
+        if (*purge_inbox) {
+            return run_purge_inbox(purge_inbox_opts, inbox_age, inbox_batch);
         }
         if (*tail) {
             return run_tail(tail_opts, to);
