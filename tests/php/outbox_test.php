@@ -1,0 +1,140 @@
+<?php
+// The PHP path end to end against real PostgreSQL and RabbitMQ: the documents' DataStore::insert
+// (PDO transaction + event rendered by liboutbox through FFI), the relay, and a PHP subscriber
+// with dedupe. Prints one line per check and "N passed, N failed"; exits non-zero on failure.
+declare(strict_types=1);
+
+require_once __DIR__ . '/../../examples/php/DataStore.php';
+require_once __DIR__ . '/../../examples/php/subscriber.php';
+
+$passed = 0;
+$failed = 0;
+function check(string $name, bool $ok, string $detail = ''): void
+{
+    global $passed, $failed;
+    if ($ok) {
+        $passed++;
+        echo "  ok    $name\n";
+    } else {
+        $failed++;
+        echo "  FAIL  $name" . ($detail !== '' ? ": $detail" : '') . "\n";
+    }
+}
+
+$pgUrl = getenv('OUTBOX_PG_URL') ?: 'postgresql://outbox:outbox@127.0.0.1:54329/outbox';
+$amqpUrl = getenv('OUTBOX_AMQP_URL') ?: 'amqp://outbox:outbox@127.0.0.1:56729/%2f';
+$suffix = bin2hex(random_bytes(4));
+$schema = "php_$suffix";
+$exchange = "test.php.$suffix";
+
+$outbox = new Outbox();
+check('library loads through FFI', preg_match('/^\d+\.\d+\.\d+$/', $outbox->version()) === 1, $outbox->version());
+
+$pdo = outbox_pdo($pgUrl); // fails the run (uncaught) when PostgreSQL is unreachable
+$pdo->exec("CREATE SCHEMA $schema");
+$pdo->exec("SET search_path TO $schema");
+$base = ['outbox.schema' => $schema, 'amqp.exchange' => $exchange, 'amqp.url' => $amqpUrl, 'pg.url' => $pgUrl];
+
+// Tables through the C ABI.
+$f = $outbox->ffi();
+$cfg = $outbox->config($base);
+$db = $f->new('outbox_db*');
+$outbox->check($f->outbox_db_open(FFI::addr($db), $pgUrl, $cfg->handle()));
+$outbox->check($f->outbox_migrate(null, $db, 0));
+
+// A subscriber queue first, so the relay's messages are routable.
+$subscriberOptions = $base + ['render.placeholders' => 'qmark'];
+$probe = new OutboxConsumer($outbox, $outbox->config($subscriberOptions), "php-audit-$suffix");
+$probe->connect();
+unset($probe);
+
+$store = new DataStore($pdo, $outbox, $base);
+$relayStep = function () use ($f, $outbox, $cfg): array {
+    $relay = $f->new('outbox_relay*');
+    $outbox->check($f->outbox_relay_new(FFI::addr($relay), $cfg->handle()));
+    $stats = $f->new('outbox_relay_stats');
+    $stats->size = FFI::sizeof($stats);
+    try {
+        $outbox->check($f->outbox_relay_step($relay, FFI::addr($stats)));
+    } finally {
+        $f->outbox_relay_free($relay);
+    }
+    return ['claimed' => (int)$stats->claimed, 'published' => (int)$stats->published];
+};
+
+// 1. Commit publishes.
+$r = $store->insert('PRD', ['XPRD01' => 'Widget Pro', 'XPRD02' => 99.99, 'TREC' => 'N']);
+check('insert returns success with a ProductCreated event', $r['status'] === 'success' && $r['event_type'] === 'ProductCreated', json_encode($r));
+$row = $pdo->query("SELECT event_type, aggregate_id, status, payload::text FROM $schema.outbox")->fetch(PDO::FETCH_ASSOC);
+check('event row committed with the record', $row !== false && $row['aggregate_id'] === $r['id'] && $row['status'] === 'PENDING', json_encode($row));
+check('payload carries the record', $row !== false && json_decode($row['payload'], true)['XPRD01'] === 'Widget Pro');
+
+// 2. Rollback publishes nothing.
+$before = (int)$pdo->query("SELECT count(*) FROM $schema.tb_anag_records")->fetchColumn();
+try {
+    $store->insert('PRD', ['XPRD01' => 'Never', '__fail_cascade' => true]);
+    check('failing cascade throws', false);
+} catch (RuntimeException $e) {
+    check('failing cascade throws', str_contains($e->getMessage(), 'cascade failed'));
+}
+check('rollback leaves neither record nor event',
+    (int)$pdo->query("SELECT count(*) FROM $schema.tb_anag_records")->fetchColumn() === $before
+    && (int)$pdo->query("SELECT count(*) FROM $schema.outbox")->fetchColumn() === 1);
+
+$stats = $relayStep();
+check('relay publishes exactly the committed event', $stats['claimed'] === 1 && $stats['published'] === 1, json_encode($stats));
+
+// 3. A PHP subscriber with dedupe receives it once, and skips a redelivery.
+$got = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1);
+check('subscriber processed the event', $got['processed'] === 1, json_encode($got));
+$pdo->exec("UPDATE $schema.outbox SET status = 'PENDING', published_at = NULL"); // as after a relay crash
+$stats = $relayStep();
+check('relay published it again', $stats['published'] === 1, json_encode($stats));
+$got = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1);
+check('redelivery recognised as a duplicate', $got['duplicates'] === 1 && $got['processed'] === 0, json_encode($got));
+check('effect applied exactly once', (int)$pdo->query("SELECT count(*) FROM $schema.audit_log")->fetchColumn() === 1);
+$rollbackEmpty = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1, 500);
+check('nothing from the rolled-back insert ever arrives', $rollbackEmpty['processed'] + $rollbackEmpty['duplicates'] === 0);
+
+// 4. Invalid input raises a PHP exception carrying the library's message; nothing is written.
+$wcfg = $outbox->config($base + ['render.placeholders' => 'qmark']);
+$cases = [
+    'invalid JSON payload' => [['aggregate_type' => 'PRD', 'aggregate_id' => '1', 'operation' => 'POST', 'payload' => '{"a":'], 'INVALID_EVENT', 'payload is not valid JSON'],
+    'unknown operation' => [['aggregate_type' => 'PRD', 'aggregate_id' => '1', 'operation' => 'MERGE', 'payload' => []], 'INVALID_EVENT', 'operation must be'],
+    'missing aggregate id' => [['aggregate_type' => 'PRD', 'operation' => 'POST', 'payload' => ['a' => 1]], 'INVALID_EVENT', 'aggregate_id is required'],
+    'NUL inside a string' => [['aggregate_type' => 'PRD', 'aggregate_id' => "a\0b", 'operation' => 'POST', 'payload' => []], 'INVALID_EVENT', 'NUL'],
+    'unknown field' => [['aggregate_type' => 'PRD', 'colour' => 'red'], 'UNKNOWN_KEY', 'unknown event field'],
+];
+foreach ($cases as $name => [$event, $status, $part]) {
+    try {
+        $outbox->renderWrite($wcfg, $event);
+        check("$name raises", false, 'no exception');
+    } catch (OutboxException $e) {
+        check("$name raises $status", $e->status === $status && str_contains($e->getMessage(), $part), $e->getMessage());
+    }
+}
+try {
+    $outbox->config(['outbox.table' => 'x; DROP TABLE y']);
+    check('hostile table name raises', false);
+} catch (OutboxException $e) {
+    check('hostile table name raises INVALID_ARGUMENT', $e->status === 'INVALID_ARGUMENT', $e->getMessage());
+}
+
+// 5. Strings the library allocates are freed by the library: RSS stays flat over many renders.
+$rss = fn(): int => (int)preg_replace('/\D/', '', (string)preg_grep('/^VmRSS/', file('/proc/self/status'))[array_key_first(preg_grep('/^VmRSS/', file('/proc/self/status')))]);
+for ($i = 0; $i < 2000; $i++) {
+    $outbox->renderWrite($wcfg, ['aggregate_type' => 'PRD', 'aggregate_id' => "w$i", 'operation' => 'POST', 'payload' => ['i' => $i, 'pad' => str_repeat('x', 4000)]]);
+}
+$start = $rss();
+for ($i = 0; $i < 20000; $i++) {
+    $outbox->renderWrite($wcfg, ['aggregate_type' => 'PRD', 'aggregate_id' => "w$i", 'operation' => 'POST', 'payload' => ['i' => $i, 'pad' => str_repeat('x', 4000)]]);
+}
+$growthKb = $rss() - $start;
+check('20000 renders (80 MB of statements) leak nothing', $growthKb < 4096, "RSS grew by $growthKb kB");
+
+$f->outbox_db_close($db);
+$pdo->exec('SET search_path TO public');
+$pdo->exec("DROP SCHEMA $schema CASCADE");
+
+echo "php: $passed passed, $failed failed\n";
+exit($failed === 0 ? 0 : 1);
