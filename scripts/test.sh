@@ -3,6 +3,7 @@
 #   1. installs missing packages, starts the local services
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
 #   3. the installed library: header, pkg-config and CMake package, C example built against it
+#   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -44,8 +45,18 @@ installed_suite() {
   "$root/tests/install/check_installed.sh" "$root/_install"
 }
 
+php_suite() {
+  OUTBOX_LIB="$root/_install/lib/liboutbox.so" php "$root/tests/php/outbox_test.php"
+}
+
+ctypes_suite() {
+  python3 "$root/tests/ffi/ctypes_test.py" "$root/_install/lib/liboutbox.so"
+}
+
 suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
 suite "installed library (pkg-config, find_package, C example)" installed_suite
+suite "PHP through FFI (DataStore, subscriber)" php_suite
+suite "Python ctypes against liboutbox.so" ctypes_suite
 
 echo
 echo "=== summary"
