@@ -45,6 +45,15 @@ installed_suite() {
   "$root/tests/install/check_installed.sh" "$root/_install"
 }
 
+abi_suite() {
+  "$root/tests/abi/check_symbols.sh" "$root/build/release/capi/liboutbox.so"
+  "$root/tests/abi/check_abi.sh" "$root/build/release/capi/liboutbox.so"
+}
+
+valgrind_suite() {
+  "$root/tests/install/valgrind_examples.sh" "$root/_install"
+}
+
 php_suite() {
   OUTBOX_LIB="$root/_install/lib/liboutbox.so" php "$root/tests/php/outbox_test.php"
 }
@@ -55,6 +64,8 @@ ctypes_suite() {
 
 suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
 suite "installed library (pkg-config, find_package, C example)" installed_suite
+suite "ABI: exported symbols and libabigail baseline" abi_suite
+suite "C examples under valgrind (memcheck)" valgrind_suite
 suite "PHP through FFI (DataStore, subscriber)" php_suite
 suite "Python ctypes against liboutbox.so" ctypes_suite
 

@@ -1,7 +1,7 @@
 /*
  * The relay embedded in a C program: outbox_relay_run() until SIGTERM/SIGINT, which call
  * outbox_relay_stop() (async-signal-safe). Reads OUTBOX_PG_URL, OUTBOX_AMQP_URL and
- * optionally OUTBOX_SCHEMA.
+ * optionally OUTBOX_SCHEMA and OUTBOX_EXCHANGE (default corewrite.fanout).
  */
 #include <outbox.h>
 
@@ -35,6 +35,8 @@ int main(void) {
         (st = outbox_config_set(cfg, "amqp.url", getenv("OUTBOX_AMQP_URL"))) != OUTBOX_OK ||
         (getenv("OUTBOX_SCHEMA") != NULL &&
          (st = outbox_config_set(cfg, "outbox.schema", getenv("OUTBOX_SCHEMA"))) != OUTBOX_OK) ||
+        (getenv("OUTBOX_EXCHANGE") != NULL &&
+         (st = outbox_config_set(cfg, "amqp.exchange", getenv("OUTBOX_EXCHANGE"))) != OUTBOX_OK) ||
         (st = outbox_relay_new(&relay, cfg)) != OUTBOX_OK) {
         fprintf(stderr, "relay: %s\n", outbox_last_error());
         goto out;

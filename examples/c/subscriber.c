@@ -6,7 +6,8 @@
  *
  *   subscriber search-indexer|cache-invalidator [count]
  *
- * Reads OUTBOX_PG_URL, OUTBOX_AMQP_URL and optionally OUTBOX_SCHEMA. Stops after `count`
+ * Reads OUTBOX_PG_URL, OUTBOX_AMQP_URL and optionally OUTBOX_SCHEMA and OUTBOX_EXCHANGE
+ * (default corewrite.fanout). Stops after `count`
  * events (default: run until SIGTERM/SIGINT).
  */
 #include <libpq-fe.h>
@@ -111,7 +112,9 @@ int main(int argc, char **argv) {
     if (argc > 2) remaining = atol(argv[2]);
     outbox_config_new(&cfg);
     if ((st = outbox_config_set(cfg, "amqp.url", getenv("OUTBOX_AMQP_URL"))) != OUTBOX_OK ||
-        (schema != NULL && (st = outbox_config_set(cfg, "outbox.schema", schema)) != OUTBOX_OK)) {
+        (schema != NULL && (st = outbox_config_set(cfg, "outbox.schema", schema)) != OUTBOX_OK) ||
+        (getenv("OUTBOX_EXCHANGE") != NULL &&
+         (st = outbox_config_set(cfg, "amqp.exchange", getenv("OUTBOX_EXCHANGE"))) != OUTBOX_OK)) {
         fprintf(stderr, "config: %s\n", outbox_last_error());
         goto out;
     }
