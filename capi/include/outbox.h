@@ -92,8 +92,12 @@ OUTBOX_API void outbox_string_free(char *s);
 /** Options by key. Destroy with outbox_config_free(). */
 typedef struct outbox_config outbox_config;
 
-/** @param[out] out a new configuration holding the defaults. */
+/**
+ * @param[out] out a new configuration holding the defaults.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (out is NULL), OUTBOX_ERR_NO_MEMORY.
+ */
 OUTBOX_API outbox_status outbox_config_new(outbox_config **out);
+/** Frees a configuration (and nothing else: handles made from it keep their own copy). NULL is a no-op. */
 OUTBOX_API void outbox_config_free(outbox_config *cfg);
 /**
  * Sets one option, e.g. ("amqp.exchange", "corewrite.fanout") or ("event.type_map", "PRD=Product").
@@ -104,6 +108,7 @@ OUTBOX_API outbox_status outbox_config_set(outbox_config *cfg, const char *key, 
 /**
  * @param[out] out the option's current value (owned: free with outbox_string_free()). Secrets
  *             (URLs with passwords) read back as "***".
+ * @return OUTBOX_OK, OUTBOX_ERR_UNKNOWN_KEY, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument).
  */
 OUTBOX_API outbox_status outbox_config_get(char **out, const outbox_config *cfg, const char *key);
 /**
@@ -125,6 +130,8 @@ typedef struct outbox_db outbox_db;
  * @param[out] out the new handle; close with outbox_db_close().
  * @param conninfo a libpq URL or key=value string (TLS options such as sslmode pass through).
  * @param cfg options (table names, limits); copied, may be NULL for the defaults.
+ * @return OUTBOX_OK, OUTBOX_ERR_CONNECTION (unreachable, refused, bad credentials; the message never
+ *         contains the password), OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_db_open(outbox_db **out, const char *conninfo, const outbox_config *cfg);
 /**
@@ -132,6 +139,7 @@ OUTBOX_API outbox_status outbox_db_open(outbox_db **out, const char *conninfo, c
  * commits or rolls back a lent connection; outbox_db_close() only releases the handle.
  * @param pgconn a `PGconn *` (declared void* so this header does not need libpq's).
  * @param cfg copied, may be NULL.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_db_wrap(outbox_db **out, void *pgconn, const outbox_config *cfg);
 /** Closes an owned connection, or releases a lent one. NULL is a no-op. */
@@ -141,6 +149,8 @@ OUTBOX_API void *outbox_db_pgconn(outbox_db *db);
 /**
  * Runs SQL without parameters and without results the caller needs: BEGIN, COMMIT, ROLLBACK,
  * DDL. For the caller's own statements with parameters, use libpq on outbox_db_pgconn().
+ * @return OUTBOX_OK, OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_TRANSACTION (aborted
+ *         transaction), OUTBOX_ERR_SCHEMA (missing table), OUTBOX_ERR_INVALID_ARGUMENT.
  */
 OUTBOX_API outbox_status outbox_db_exec(outbox_db *db, const char *sql);
 /** Transaction state of the connection. */
@@ -151,6 +161,7 @@ typedef enum outbox_tx_state {
     OUTBOX_TX_INERROR = 3,  /**< inside a failed transaction: roll back */
     OUTBOX_TX_UNKNOWN = 4   /**< connection is bad */
 } outbox_tx_state;
+/** @return the transaction state of the connection; OUTBOX_TX_UNKNOWN for NULL or a bad connection. */
 OUTBOX_API outbox_tx_state outbox_db_tx_state(outbox_db *db);
 
 /** Which tables outbox_migrate() creates or upgrades. */
@@ -165,6 +176,9 @@ typedef enum outbox_migrate_target {
  * advisory lock. On an idle connection it runs in its own transaction; inside the caller's
  * transaction it joins it.
  * @param[out] version the outbox schema version now installed (may be NULL).
+ * @return OUTBOX_OK, OUTBOX_ERR_SCHEMA (tables at a newer version than this library knows),
+ *         OUTBOX_ERR_TRANSACTION (the caller's transaction is aborted), OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_INVALID_ARGUMENT.
  */
 OUTBOX_API outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migrate_target target);
 /**@}*/
@@ -174,7 +188,13 @@ OUTBOX_API outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migr
 /** An event under construction; reusable. Destroy with outbox_event_free(). */
 typedef struct outbox_event outbox_event;
 
+/**
+ * Creates an empty event builder; free with outbox_event_free(). Reusable across writes.
+ * @param[out] out the new handle (owned by the caller).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (out is NULL), OUTBOX_ERR_NO_MEMORY.
+ */
 OUTBOX_API outbox_status outbox_event_new(outbox_event **out);
+/** Frees an event builder. NULL is a no-op. */
 OUTBOX_API void outbox_event_free(outbox_event *ev);
 /**
  * Sets a field from a NUL-terminated string. Fields:
@@ -187,9 +207,15 @@ OUTBOX_API void outbox_event_free(outbox_event *ev);
  * @return OUTBOX_ERR_UNKNOWN_KEY for an unknown field, OUTBOX_ERR_INVALID_EVENT for a bad value.
  */
 OUTBOX_API outbox_status outbox_event_set(outbox_event *ev, const char *field, const char *value);
-/** As outbox_event_set(), with an explicit length; a value containing a NUL byte is rejected. */
+/**
+ * As outbox_event_set(), with an explicit length; a value containing a NUL byte is rejected.
+ * @return as outbox_event_set().
+ */
 OUTBOX_API outbox_status outbox_event_set_n(outbox_event *ev, const char *field, const char *value, size_t len);
-/** Clears an optional field. */
+/**
+ * Clears an optional field.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a required field, or NULL).
+ */
 OUTBOX_API outbox_status outbox_event_unset(outbox_event *ev, const char *field);
 /** @return the event's id after a write or render (borrowed, valid until the event changes or is freed), or NULL. */
 OUTBOX_API const char *outbox_event_id(const outbox_event *ev);
@@ -212,6 +238,10 @@ OUTBOX_API int64_t outbox_event_seq(const outbox_event *ev);
  * After a successful write, outbox_event_id() and outbox_event_seq() tell what was written;
  * the next write with the same handle makes a new event (unless "event_id" is set).
  * After a failed write the id is kept, so retrying in a new transaction writes the same event.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE (bad input: nothing sent to
+ *         the database); OUTBOX_ERR_DUPLICATE (idempotency key used); OUTBOX_ERR_TRANSACTION (the
+ *         caller's transaction is already aborted); OUTBOX_ERR_SCHEMA (tables missing: migrate);
+ *         OUTBOX_ERR_CONNECTION; OUTBOX_ERR_DATABASE; OUTBOX_ERR_INVALID_ARGUMENT (NULL, busy connection).
  */
 OUTBOX_API outbox_status outbox_write(outbox_db *db, outbox_event *ev);
 
@@ -224,8 +254,11 @@ typedef struct outbox_statement outbox_statement;
  * used once, in order. The statement returns one row with one column, the sequence number.
  * @param cfg may be NULL for the defaults.
  * @param[out] out free with outbox_statement_free().
+ * @return OUTBOX_OK, or the validation errors of outbox_write() (INVALID_EVENT, TOO_LARGE,
+ *         INVALID_ARGUMENT).
  */
 OUTBOX_API outbox_status outbox_render_write(outbox_statement **out, const outbox_config *cfg, outbox_event *ev);
+/** Frees a rendered statement and the strings borrowed from it. NULL is a no-op. */
 OUTBOX_API void outbox_statement_free(outbox_statement *st);
 /** @return the SQL text (borrowed, valid until outbox_statement_free()). */
 OUTBOX_API const char *outbox_statement_sql(const outbox_statement *st);
@@ -236,6 +269,7 @@ OUTBOX_API const char *outbox_statement_param(const outbox_statement *st, size_t
 /**
  * @param[out] out the statement as one JSON object {"sql": "...", "params": ["...", null, ...]}
  * (owned: free with outbox_string_free()) — convenient for FFI callers.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT, OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_statement_json(char **out, const outbox_statement *st);
 /**@}*/
@@ -289,12 +323,15 @@ typedef void (*outbox_log_fn)(outbox_log_level level, const char *message, void 
 /**
  * Creates a relay. The configuration must name both servers: "pg.url" and "amqp.url"; it is
  * copied. Connections are opened by the first step, and re-opened after a failure.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or no pg.url), OUTBOX_ERR_INTERNAL.
  */
 OUTBOX_API outbox_status outbox_relay_new(outbox_relay **out, const outbox_config *cfg);
+/** Closes the relay's connections and frees it; must not run concurrently with its step/run. NULL is a no-op. */
 OUTBOX_API void outbox_relay_free(outbox_relay *relay);
 /**
  * Sets where the relay logs (connect, disconnect, batch summaries, failures with event ids).
  * NULL `fn` silences it (the default). `user_data` is passed back unchanged.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (relay is NULL).
  */
 OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, void *user_data);
 /**
@@ -319,7 +356,10 @@ OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay);
  * thread and from a signal handler. NULL is a no-op.
  */
 OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
-/** Clears a stop request so outbox_relay_run() can be called again. */
+/**
+ * Clears a stop request so outbox_relay_run() can be called again.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL).
+ */
 OUTBOX_API outbox_status outbox_relay_reset(outbox_relay *relay);
 /**@}*/
 
@@ -358,6 +398,9 @@ static inline void outbox_dedupe_result_init(outbox_dedupe_result *r) {
  * @param consumer the consumer's name (1..255 bytes).
  * @param event_id the message's OUTBOX_ID (a UUID).
  * @param aggregate_type, aggregate_id may be NULL (no order check); seq 0 = unknown.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL, a non-UUID id, a bad consumer name; nothing
+ *         sent, the transaction stays usable); OUTBOX_ERR_TRANSACTION (aborted transaction);
+ *         OUTBOX_ERR_SCHEMA (inbox not migrated); OUTBOX_ERR_DATABASE; OUTBOX_ERR_CONNECTION.
  */
 OUTBOX_API outbox_status outbox_consumer_dedupe(outbox_dedupe_result *out, outbox_db *db, const char *consumer,
                                                 const char *event_id, const char *aggregate_type,
@@ -365,6 +408,7 @@ OUTBOX_API outbox_status outbox_consumer_dedupe(outbox_dedupe_result *out, outbo
 /**
  * The statement outbox_consumer_dedupe() runs, for drivers whose connection cannot be lent. It
  * returns one row: first_time (boolean), previous_seq (bigint or NULL), positions updated.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, non-UUID id, bad consumer name).
  */
 OUTBOX_API outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *cfg, const char *consumer,
                                               const char *event_id, const char *aggregate_type,
@@ -374,6 +418,8 @@ OUTBOX_API outbox_status outbox_render_dedupe(outbox_statement **out, const outb
  * rows (short statements, no long locks). An age below inbox.retention_s is refused
  * (OUTBOX_ERR_INVALID_ARGUMENT), so nothing a redelivery could still need is deleted.
  * @param[out] deleted may be NULL.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (age below inbox.retention_s, batch <= 0, NULL),
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
  */
 OUTBOX_API outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
 
@@ -386,10 +432,19 @@ typedef struct outbox_message outbox_message;
  * Creates a consumer named `name` (its queue is consumer.queue, default the name; a quorum
  * queue by default, bound to amqp.exchange, dead letters to `<queue>.dead`). Needs amqp.url;
  * pg.url when outbox_consumer_run() should open its own database connection. Connects lazily.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL or a bad name), OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cfg, const char *name);
+/**
+ * Closes the consumer's connection (unacknowledged messages return to the queue) and frees it;
+ * must not run concurrently with its next/run. NULL is a no-op.
+ */
 OUTBOX_API void outbox_consumer_free(outbox_consumer *consumer);
-/** Declares the topology and starts consuming now (otherwise the first next/run does). */
+/**
+ * Declares the topology and starts consuming now (otherwise the first next/run does).
+ * @return OUTBOX_OK, OUTBOX_ERR_CONNECTION (broker unreachable or login refused),
+ *         OUTBOX_ERR_BROKER (e.g. the queue exists with other arguments), OUTBOX_ERR_TIMEOUT.
+ */
 OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
 /**
  * Waits at most timeout_ms for the next event. Messages that are not events (not JSON, missing
@@ -399,14 +454,28 @@ OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
  * @return OUTBOX_OK with an event, OUTBOX_ERR_TIMEOUT when none came, OUTBOX_ERR_STOPPED after a stop.
  */
 OUTBOX_API outbox_status outbox_consumer_next(outbox_message **out, outbox_consumer *consumer, int timeout_ms);
-/** Acknowledges: the broker forgets the message. Call after your transaction committed. */
+/**
+ * Acknowledges: the broker forgets the message. Call after your transaction committed.
+ * @return OUTBOX_OK, OUTBOX_ERR_CONNECTION (the connection was lost: the broker will redeliver),
+ *         OUTBOX_ERR_TIMEOUT, OUTBOX_ERR_INVALID_ARGUMENT.
+ */
 OUTBOX_API outbox_status outbox_consumer_ack(outbox_consumer *consumer, const outbox_message *msg);
-/** Negative acknowledgement; requeue != 0 redelivers it (and counts a delivery). */
+/**
+ * Negative acknowledgement; requeue != 0 redelivers it (and counts a delivery).
+ * @return as outbox_consumer_ack().
+ */
 OUTBOX_API outbox_status outbox_consumer_nack(outbox_consumer *consumer, const outbox_message *msg, int requeue);
-/** Sends the message to the dead-letter queue with `reason` in its headers, then acks it. */
+/**
+ * Sends the message to the dead-letter queue with `reason` in its headers, then acks it.
+ * @return OUTBOX_OK, OUTBOX_ERR_BROKER (the broker refused the publish; the message stays
+ *         queued), OUTBOX_ERR_TIMEOUT, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_INVALID_ARGUMENT.
+ */
 OUTBOX_API outbox_status outbox_consumer_dead_letter(outbox_consumer *consumer, const outbox_message *msg,
                                                      const char *reason);
-/** outbox_consumer_dedupe() for a delivered message, with the consumer's name. */
+/**
+ * outbox_consumer_dedupe() for a delivered message, with the consumer's name.
+ * @return as outbox_consumer_dedupe().
+ */
 OUTBOX_API outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db,
                                                         const outbox_consumer *consumer, const outbox_message *msg);
 
@@ -429,10 +498,18 @@ OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_d
                                              void *user_data);
 /** Asks next/run to return; safe from any thread and from a signal handler. NULL is a no-op. */
 OUTBOX_API void outbox_consumer_stop(outbox_consumer *consumer);
+/**
+ * Clears a stop request so next/run can be used again.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL).
+ */
 OUTBOX_API outbox_status outbox_consumer_reset(outbox_consumer *consumer);
-/** Sets where the consumer logs (as outbox_relay_set_logger()). */
+/**
+ * Sets where the consumer logs (as outbox_relay_set_logger()).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (consumer is NULL).
+ */
 OUTBOX_API outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_fn fn, void *user_data);
 
+/** Frees a message and every string borrowed from it. Does not ack it. NULL is a no-op. */
 OUTBOX_API void outbox_message_free(outbox_message *msg);
 /**
  * An envelope field by its name ("OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_ID", "AGGREGATE_TYPE",
@@ -456,6 +533,7 @@ OUTBOX_API int outbox_message_redelivered(const outbox_message *msg);
 OUTBOX_API int64_t outbox_message_delivery_count(const outbox_message *msg);
 /** Inside a handler: what the run loop's dedupe found (first_time is always 1 there). */
 OUTBOX_API outbox_order outbox_message_order(const outbox_message *msg);
+/** Inside a handler: the highest sequence of the aggregate processed before this event (0 = none). */
 OUTBOX_API int64_t outbox_message_previous_seq(const outbox_message *msg);
 /**@}*/
 
