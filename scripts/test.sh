@@ -45,7 +45,15 @@ installed_suite() {
   "$root/tests/install/check_installed.sh" "$root/_install"
 }
 
+tsan_suite() {
+  cmake -S "$root" -B "$root/build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_TSAN=ON -DOUTBOX_BUILD_CLI=OFF >/dev/null
+  cmake --build "$root/build/tsan" --target outbox_capi_it -j "$(nproc)"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    "$root/build/tsan/tests/outbox_capi_it" --gtest_filter='*DistinctHandlesOnDistinctThreadsAtOnce*:*FourThreads*'
+}
+
 abi_suite() {
+  python3 "$root/tests/abi/check_docs.py" "$root/capi/include/outbox.h"
   "$root/tests/abi/check_symbols.sh" "$root/build/release/capi/liboutbox.so"
   "$root/tests/abi/check_abi.sh" "$root/build/release/capi/liboutbox.so"
 }
@@ -64,7 +72,8 @@ ctypes_suite() {
 
 suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
 suite "installed library (pkg-config, find_package, C example)" installed_suite
-suite "ABI: exported symbols and libabigail baseline" abi_suite
+suite "ABI: doc comments, exported symbols, libabigail baseline" abi_suite
+suite "threads under ThreadSanitizer" tsan_suite
 suite "C examples under valgrind (memcheck)" valgrind_suite
 suite "PHP through FFI (DataStore, subscriber)" php_suite
 suite "Python ctypes against liboutbox.so" ctypes_suite
