@@ -91,7 +91,8 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 }
 
 Relay::Relay(Config cfg)
-    : cfg_(std::move(cfg)), claim_sql_(store::claim_sql(cfg_)), mark_sql_(mark_sql(cfg_)),
+    : cfg_(std::move(cfg)), visit_sql_(store::visit_sql(cfg_)), claim_sql_(store::claim_sql(cfg_)),
+      mark_sql_(mark_sql(cfg_)),
       rng_(std::random_device{}()) {
     if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
         fail(Errc::internal, "cannot create the relay's stop pipe");
@@ -133,6 +134,9 @@ void Relay::ensure_pg() {
     if (pg_ && pg_->ok()) {
         return;
     }
+    if (pg_) {
+        log(LogLevel::warn, "PostgreSQL connection lost; reconnecting");
+    }
     drop_pg();
     if (cfg_.pg_url.empty()) {
         fail(Errc::invalid_argument, "no PostgreSQL URL configured (pg.url)");
@@ -149,6 +153,9 @@ void Relay::ensure_pg() {
 void Relay::ensure_amqp() {
     if (mq_ && mq_->alive()) {
         return;
+    }
+    if (mq_) {
+        log(LogLevel::warn, "RabbitMQ connection lost; reconnecting");
     }
     drop_amqp();
     amqp::Options o;
@@ -194,7 +201,46 @@ RelayStats Relay::step() {
     std::vector<Item> items;
     try {
         db.exec_simple("BEGIN");
-        pg::Result r = db.exec(claim_sql_, {std::to_string(cfg_.relay_batch_size)});
+        // Visit aggregates from the cursor and take the due heads; wrap around once when the
+        // end of the index comes before the batch is full.
+        const int batch = cfg_.relay_batch_size;
+        const int scan = std::max(4 * batch, 64);
+        std::vector<std::string> types;
+        std::vector<std::string> ids;
+        std::vector<std::string> seqs;
+        std::unordered_map<std::string, bool> taken;
+        bool wrapped = cursor_type_.empty() && cursor_id_.empty();
+        while (true) {
+            pg::Result v = db.exec(visit_sql_, {cursor_type_, cursor_id_, std::to_string(scan)});
+            int i = 0;
+            for (; i < v.rows() && static_cast<int>(types.size()) < batch; ++i) {
+                std::string key = std::string(v.get(i, 0)) + '\0' + std::string(v.get(i, 1));
+                if (v.get(i, 3) == "t" && taken.emplace(key, true).second) {
+                    types.emplace_back(v.get(i, 0));
+                    ids.emplace_back(v.get(i, 1));
+                    seqs.emplace_back(v.get(i, 2));
+                }
+            }
+            if (static_cast<int>(types.size()) >= batch) {
+                cursor_type_ = std::string(v.get(i - 1, 0));
+                cursor_id_ = std::string(v.get(i - 1, 1));
+                break;
+            }
+            if (v.rows() < scan) { // reached the end of the index
+                cursor_type_.clear();
+                cursor_id_.clear();
+                if (wrapped) {
+                    break;
+                }
+                wrapped = true;
+                continue;
+            }
+            cursor_type_ = std::string(v.get(v.rows() - 1, 0));
+            cursor_id_ = std::string(v.get(v.rows() - 1, 1));
+            break;
+        }
+        pg::Result r = db.exec(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
+                                            std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
         for (int i = 0; i < r.rows(); ++i) {
             Item it;

@@ -87,7 +87,12 @@ class Relay {
     std::unique_ptr<amqp::Connection> mq_;
     bool listening_ = false;
     bool blocked_ = false;
+    std::string visit_sql_;
     std::string claim_sql_;
+    // Where the next visit starts: the aggregate after this key ('' '' = the first). Rotating
+    // through aggregates keeps the relay fair when more aggregates have work than a batch holds.
+    std::string cursor_type_;
+    std::string cursor_id_;
     std::string mark_sql_;
     std::atomic<bool> stop_{false};
     int stop_pipe_[2] = {-1, -1};

@@ -108,21 +108,33 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
     ev.written = true;
 }
 
+std::string visit_sql(const Config &cfg) {
+    const std::string t = cfg.outbox_qualified();
+    // A loose index scan over the unpublished-events index: each step of the recursion is one
+    // index probe that jumps to the next aggregate with unpublished events and returns its
+    // head (lowest unpublished seq). The outer LIMIT stops the recursion, so the cost is the
+    // number of aggregates visited, whatever the backlog or how it is spread.
+    const std::string probe = "SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " + t +
+                              " o WHERE o.status <> 'PUBLISHED' AND (o.aggregate_type, o.aggregate_id) > ";
+    const std::string order = " ORDER BY o.aggregate_type, o.aggregate_id, o.seq LIMIT 1";
+    return "WITH RECURSIVE agg AS ((" + probe + "(CAST($1 AS text), CAST($2 AS text))" + order +
+           ") UNION ALL SELECT n.aggregate_type, n.aggregate_id, n.seq FROM agg a CROSS JOIN LATERAL (" + probe +
+           "(a.aggregate_type, a.aggregate_id)" + order +
+           ") n) "
+           "SELECT v.aggregate_type, v.aggregate_id, v.seq, h.status = 'PENDING' AND h.next_attempt_at <= now() "
+           "FROM (SELECT * FROM agg LIMIT CAST($3 AS integer)) v JOIN " +
+           t + " h ON h.aggregate_type = v.aggregate_type AND h.aggregate_id = v.aggregate_id AND h.seq = v.seq";
+}
+
 std::string claim_sql(const Config &cfg) {
     const std::string t = cfg.outbox_qualified();
-    // Heads: walk the pending index in next_attempt_at order; the head test is a correlated
-    // min() (an index probe per row, never turned into a join over the whole backlog), so the
-    // LIMIT stops the scan early however large the backlog is. Followers: per head, the next
-    // unpublished events of its aggregate through the aggregate index, at most claim_depth.
-    return "WITH heads AS ("
-           " SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " +
-           t +
-           " o WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()"
-           " AND o.seq = (SELECT min(p.seq) FROM " +
-           t +
-           " p WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id"
-           " AND p.status <> 'PUBLISHED')"
-           " ORDER BY o.next_attempt_at LIMIT $1 FOR UPDATE OF o SKIP LOCKED) "
+    // Locks the chosen heads (skipping any another relay holds), re-checking they are still
+    // pending and due, and fetches the events that follow each head, heads first.
+    return "WITH heads AS (SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " + t +
+           " o JOIN unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS bigint[])) AS c(aggregate_type,"
+           " aggregate_id, seq) ON o.aggregate_type = c.aggregate_type AND o.aggregate_id = c.aggregate_id"
+           " AND o.seq = c.seq WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()"
+           " FOR UPDATE OF o SKIP LOCKED) "
            "SELECT e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,"
            " e.previous_payload, e.metadata, e.actor, e.created_at_text, e.created_at_epoch, e.retry_count,"
            " e.seq - h.seq AS depth "
@@ -136,7 +148,7 @@ std::string claim_sql(const Config &cfg) {
            " AND f.status <> 'PUBLISHED' ORDER BY f.seq LIMIT " +
            std::to_string(claim_depth) +
            ") e WHERE e.status = 'PENDING' AND e.next_attempt_at <= now()"
-           " ORDER BY depth, e.aggregate_type, e.aggregate_id LIMIT $1";
+           " ORDER BY depth, e.aggregate_type, e.aggregate_id LIMIT CAST($4 AS integer)";
 }
 
 } // namespace outbox::store
