@@ -255,7 +255,10 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
     if (props.delivery_mode == 0) {
         props.delivery_mode = 2;
     }
-    uint64_t tag = mq_->publish(dlx_, queue_, false, props, d.raw.body);
+    // Mandatory: when the dead-letter queue is gone, the broker returns the message (before its
+    // ack) instead of dropping it, and the original is not acked.
+    uint64_t tag = mq_->publish(dlx_, queue_, true, props, d.raw.body);
+    bool returned = false;
     const auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.amqp_io_timeout_ms);
     while (true) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -269,8 +272,15 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
         }
         if (auto *m = std::get_if<amqp::Message>(&*ev)) {
             pending_.push_back(std::move(*m));
+        } else if (std::holds_alternative<amqp::Returned>(*ev)) {
+            returned = true; // only one dead-letter publish is ever outstanding
         } else if (auto *a = std::get_if<amqp::Ack>(&*ev)) {
             if (a->tag == tag || (a->multiple && a->tag > tag)) {
+                if (returned) {
+                    drop(); // the next connect() declares the dead-letter queue again
+                    fail(Errc::broker, "the dead-letter publish was returned (queue " + dlq_ +
+                                           " missing?); the message stays queued");
+                }
                 break;
             }
         } else if (auto *n = std::get_if<amqp::Nack>(&*ev)) {
@@ -330,6 +340,13 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                                ") was already processed; acknowledged without running the handler");
                 }
             } catch (const HandlerFailed &f) {
+                if (!conn->ok()) {
+                    // The database went away under the handler: not the handler's failure, so no
+                    // attempt is counted. Nothing was committed; the unacked message goes back to
+                    // the queue with the broker connection and is processed after reconnecting.
+                    drop();
+                    fail(Errc::connection, "PostgreSQL connection lost in the handler: " + f.reason);
+                }
                 if (conn->ok()) {
                     PQclear(PQexec(conn->raw(), "ROLLBACK"));
                 }
