@@ -61,16 +61,6 @@ std::string mark_sql(const Config &cfg) {
            " SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM bad), (SELECT count(*) FROM bad WHERE dead)";
 }
 
-enum class Outcome { pending, in_flight, published, failed, held_back };
-
-struct Item {
-    EventRow row;
-    int retry_count = 0;
-    Outcome outcome = Outcome::pending;
-    bool returned = false;
-    std::string error;
-    int next = -1; // index of the next event of the same aggregate in this batch
-};
 
 } // namespace
 
@@ -100,8 +90,10 @@ Relay::Relay(Config cfg)
 }
 
 Relay::~Relay() {
+    discard_prefetch();
     drop_amqp();
-    drop_pg();
+    drop_pg(0);
+    drop_pg(1);
     for (int fd : stop_pipe_) {
         if (fd >= 0) {
             close(fd);
@@ -130,24 +122,32 @@ void Relay::log(LogLevel level, const std::string &msg) const {
     }
 }
 
-void Relay::ensure_pg() {
-    if (pg_ && pg_->ok()) {
+void Relay::ensure_pg(int slot) {
+    std::optional<pg::Conn> &c = pg_[slot];
+    if (c && c->ok()) {
         return;
     }
-    if (pg_) {
+    if (c) {
         log(LogLevel::warn, "PostgreSQL connection lost; reconnecting");
     }
-    drop_pg();
+    drop_pg(slot);
     if (cfg_.pg_url.empty()) {
         fail(Errc::invalid_argument, "no PostgreSQL URL configured (pg.url)");
     }
-    pg_.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, cfg_.relay_name));
-    if (cfg_.relay_listen) {
-        pg_->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
+    c.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, cfg_.relay_name));
+    // The claim is small and frequent: JIT compilation would cost more than it saves. The
+    // relay's commits need not wait for the WAL flush: a mark lost in a database crash only
+    // means the event is published again (at-least-once), and WAL order loses only a suffix of
+    // marks, so per-aggregate order still holds.
+    c->exec_simple("SET jit = off; SET synchronous_commit = off");
+    if (slot == 0 && cfg_.relay_listen) {
+        c->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
         listening_ = true;
     }
-    log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
-                            (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
+    if (slot == 0) {
+        log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
+                                (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
+    }
 }
 
 void Relay::ensure_amqp() {
@@ -180,31 +180,28 @@ void Relay::ensure_amqp() {
     log(LogLevel::info, "connected to RabbitMQ " + amqp::redact_url(cfg_.amqp_url) + ", exchange " + cfg_.exchange);
 }
 
-void Relay::drop_pg() noexcept {
-    if (pg_) {
-        pg_.reset();
-        listening_ = false;
+void Relay::drop_pg(int slot) noexcept {
+    if (pg_[slot]) {
+        pg_[slot].reset();
+        if (slot == 0) {
+            listening_ = false;
+        }
     }
 }
 
 void Relay::drop_amqp() noexcept { mq_.reset(); }
 
-RelayStats Relay::step() {
-    RelayStats st;
-    const auto t0 = Clock::now();
-    ensure_pg();
-    ensure_amqp();
-    pg::Conn &db = *pg_;
-    amqp::Connection &mq = *mq_;
-
-    // Claim.
-    std::vector<Item> items;
+std::vector<RelayItem> Relay::claim(pg::Conn &db) {
+    std::vector<RelayItem> items;
     try {
         db.exec_simple("BEGIN");
-        // Visit aggregates from the cursor and take the due heads; wrap around once when the
-        // end of the index comes before the batch is full.
+        // Visit aggregates from the cursor and take the due heads: first as many as a batch
+        // holds, widening while too few are due (failed heads in backoff are skipped), and
+        // wrapping around once at the end of the index.
         const int batch = cfg_.relay_batch_size;
-        const int scan = std::max(4 * batch, 64);
+        const int max_visit = std::max(8 * batch, 64);
+        int scan = std::max(batch, 16);
+        int visited = 0;
         std::vector<std::string> types;
         std::vector<std::string> ids;
         std::vector<std::string> seqs;
@@ -226,6 +223,7 @@ RelayStats Relay::step() {
                 cursor_id_ = std::string(v.get(i - 1, 1));
                 break;
             }
+            visited += v.rows();
             if (v.rows() < scan) { // reached the end of the index
                 cursor_type_.clear();
                 cursor_id_.clear();
@@ -237,13 +235,16 @@ RelayStats Relay::step() {
             }
             cursor_type_ = std::string(v.get(v.rows() - 1, 0));
             cursor_id_ = std::string(v.get(v.rows() - 1, 1));
-            break;
+            if (visited >= max_visit) {
+                break; // bounded work per step; the next step goes on from the cursor
+            }
+            scan = std::min(scan * 4, max_visit - visited);
         }
         pg::Result r = db.exec(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
                                             std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
         for (int i = 0; i < r.rows(); ++i) {
-            Item it;
+            RelayItem it;
             it.row.outbox_id = std::string(r.get(i, 0));
             it.row.event_type = std::string(r.get(i, 1));
             it.row.aggregate_type = std::string(r.get(i, 2));
@@ -260,17 +261,86 @@ RelayStats Relay::step() {
             items.push_back(std::move(it));
         }
     } catch (const Error &e) {
-        if (e.code() == Errc::connection) {
-            drop_pg();
-        } else if (pg_ && pg_->ok()) {
-            PQclear(PQexec(pg_->raw(), "ROLLBACK"));
+        if (db.ok()) {
+            PQclear(PQexec(db.raw(), "ROLLBACK"));
         }
         throw;
     }
+    return items;
+}
+
+void Relay::discard_prefetch() noexcept {
+    if (!prefetch_.valid()) {
+        return;
+    }
+    try {
+        Batch b = prefetch_.get();
+        if (pg_[b.slot] && pg_[b.slot]->ok()) {
+            PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the claimed events at once
+        }
+    } catch (...) {
+    }
+}
+
+RelayStats Relay::step() {
+    RelayStats st;
+    const auto t0 = Clock::now();
+    ensure_amqp();
+
+    // Claim: take the batch claimed in the background during the previous step, or claim now.
+    Batch cur;
+    bool have = false;
+    if (prefetch_.valid()) {
+        try {
+            cur = prefetch_.get();
+        } catch (const Error &e) {
+            for (int slot = 0; slot < 2; ++slot) {
+                if (pg_[slot] && !pg_[slot]->ok()) {
+                    drop_pg(slot);
+                }
+            }
+            throw;
+        }
+        have = !cur.items.empty();
+        if (!have) {
+            pg_[cur.slot]->exec_simple("COMMIT");
+        }
+    }
+    if (!have) {
+        cur.slot = 0;
+        ensure_pg(0);
+        try {
+            cur.items = claim(*pg_[0]);
+        } catch (const Error &e) {
+            if (!pg_[0]->ok()) {
+                drop_pg(0);
+            }
+            throw;
+        }
+    }
+    // A full batch means more work is likely waiting: claim the next batch on the other
+    // connection while this one is published, so PostgreSQL and RabbitMQ work at the same time.
+    // Its events are locked until the next step publishes them (or a stop rolls them back).
+    if (static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping()) {
+        const int other = 1 - cur.slot;
+        ensure_pg(other);
+        pg::Conn *next = &*pg_[other];
+        prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next)}; });
+    }
+    pg::Conn &db = *pg_[cur.slot];
+    amqp::Connection &mq = *mq_;
+    std::vector<RelayItem> &items = cur.items;
     st.claimed = static_cast<int64_t>(items.size());
     st.claim_us = micros_since(t0);
     if (items.empty()) {
-        db.exec_simple("COMMIT");
+        try {
+            db.exec_simple("COMMIT");
+        } catch (const Error &) {
+            if (!db.ok()) {
+                drop_pg(cur.slot);
+            }
+            throw;
+        }
         st.total_us = micros_since(t0);
         return st;
     }
@@ -293,7 +363,7 @@ RelayStats Relay::step() {
                 items[static_cast<size_t>(it->second)].next = i;
                 it->second = i;
             } else {
-                items[static_cast<size_t>(i)].outcome = Outcome::held_back;
+                items[static_cast<size_t>(i)].outcome = RelayOutcome::held_back;
             }
         }
     }
@@ -308,15 +378,15 @@ RelayStats Relay::step() {
     std::string amqp_error;
 
     auto settle = [&](int idx, bool acked, const char *why) {
-        Item &it = items[static_cast<size_t>(idx)];
+        RelayItem &it = items[static_cast<size_t>(idx)];
         if (acked && (!it.returned || !cfg_.relay_unroutable_is_failure)) {
-            it.outcome = Outcome::published;
+            it.outcome = RelayOutcome::published;
             if (it.next >= 0) {
                 ready.push_back(it.next);
             }
             return;
         }
-        it.outcome = Outcome::failed;
+        it.outcome = RelayOutcome::failed;
         if (it.error.empty()) {
             it.error = why;
         }
@@ -331,11 +401,11 @@ RelayStats Relay::step() {
             while (can_publish && next_ready < ready.size() &&
                    in_flight.size() < static_cast<size_t>(cfg_.relay_window)) {
                 int idx = ready[next_ready++];
-                Item &it = items[static_cast<size_t>(idx)];
+                RelayItem &it = items[static_cast<size_t>(idx)];
                 std::string body = envelope_body(it.row);
                 uint64_t tag =
                     mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
-                it.outcome = Outcome::in_flight;
+                it.outcome = RelayOutcome::in_flight;
                 in_flight.emplace(tag, idx);
                 by_id.emplace(it.row.outbox_id, idx);
             }
@@ -381,7 +451,7 @@ RelayStats Relay::step() {
                 } else if (auto *ret = std::get_if<amqp::Returned>(&*ev)) {
                     auto found = by_id.find(ret->props.message_id);
                     if (found != by_id.end()) {
-                        Item &it = items[static_cast<size_t>(found->second)];
+                        RelayItem &it = items[static_cast<size_t>(found->second)];
                         it.returned = true;
                         it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
                                    " (no queue bound to exchange " + cfg_.exchange + ")";
@@ -421,10 +491,10 @@ RelayStats Relay::step() {
     std::vector<std::string> bad_ids;
     std::vector<std::string> bad_errors;
     std::vector<std::string> bad_delays;
-    for (const Item &it : items) {
+    for (const RelayItem &it : items) {
         switch (it.outcome) {
-        case Outcome::published: ok_ids.push_back(it.row.outbox_id); break;
-        case Outcome::failed:
+        case RelayOutcome::published: ok_ids.push_back(it.row.outbox_id); break;
+        case RelayOutcome::failed:
             bad_ids.push_back(it.row.outbox_id);
             bad_errors.push_back(it.error);
             bad_delays.push_back(std::to_string(
@@ -432,9 +502,9 @@ RelayStats Relay::step() {
             log(LogLevel::warn, "event " + it.row.outbox_id + " (" + it.row.event_type + " " + it.row.aggregate_type +
                                     ":" + it.row.aggregate_id + ") failed: " + it.error);
             break;
-        case Outcome::pending:
-        case Outcome::held_back: ++st.held_back; break;
-        case Outcome::in_flight: break;
+        case RelayOutcome::pending:
+        case RelayOutcome::held_back: ++st.held_back; break;
+        case RelayOutcome::in_flight: break;
         }
     }
     try {
@@ -448,10 +518,10 @@ RelayStats Relay::step() {
         db.exec_simple("COMMIT");
     } catch (const Error &e) {
         // Not marked: the events stay PENDING and are published again (duplicates, never loss).
-        if (e.code() == Errc::connection) {
-            drop_pg();
-        } else if (pg_ && pg_->ok()) {
-            PQclear(PQexec(pg_->raw(), "ROLLBACK"));
+        if (!db.ok()) {
+            drop_pg(cur.slot);
+        } else {
+            PQclear(PQexec(db.raw(), "ROLLBACK"));
         }
         throw;
     }
@@ -488,13 +558,25 @@ void Relay::idle_wait(int timeout_ms) {
                 }
             }
         }
+        // A notification read by libpq during the last step sits in its buffer, where poll()
+        // cannot see it: look there first.
+        if (listening_ && pg_[0] && pg_[0]->ok()) {
+            bool notified = false;
+            while (PGnotify *nt = PQnotifies(pg_[0]->raw())) {
+                notified = true;
+                PQfreemem(nt);
+            }
+            if (notified && !blocked_) {
+                return;
+            }
+        }
         pollfd fds[3];
         nfds_t n = 0;
         fds[n++] = {stop_pipe_[0], POLLIN, 0};
         int pg_index = -1;
-        if (listening_ && pg_ && pg_->ok()) {
+        if (listening_ && pg_[0] && pg_[0]->ok()) {
             pg_index = static_cast<int>(n);
-            fds[n++] = {pg_->socket(), POLLIN, 0};
+            fds[n++] = {pg_[0]->socket(), POLLIN, 0};
         }
         if (mq_ && mq_->fd() >= 0) {
             fds[n++] = {mq_->fd(), POLLIN, 0};
@@ -505,11 +587,12 @@ void Relay::idle_wait(int timeout_ms) {
             return;
         }
         if (pg_index >= 0 && (fds[pg_index].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-            if (PQconsumeInput(pg_->raw()) == 0) {
-                return; // broken: the next step reconnects
+            if (PQconsumeInput(pg_[0]->raw()) == 0) {
+                log(LogLevel::warn, "PostgreSQL connection lost while idle");
+                return; // the next step reconnects
             }
             bool notified = false;
-            while (PGnotify *nt = PQnotifies(pg_->raw())) {
+            while (PGnotify *nt = PQnotifies(pg_[0]->raw())) {
                 notified = true;
                 PQfreemem(nt);
             }
@@ -555,6 +638,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             backoff = std::min(backoff * 2, 30000);
         }
     }
+    discard_prefetch(); // claimed but not yet published: back to PENDING, nothing half-done
     log(LogLevel::info, "relay stopped");
 }
 

@@ -13,15 +13,18 @@
 
 #include "amqp.hpp"
 #include "config.hpp"
+#include "envelope.hpp"
 #include "pg.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace outbox {
 
@@ -44,6 +47,18 @@ using LogFn = std::function<void(LogLevel, const std::string &)>;
 // Delay before attempt `attempt` (1 = the first retry): base * 2^(attempt-1) capped at max_ms,
 // then "equal jitter": uniformly in [d/2, d]. Never negative, never above max_ms.
 int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64 &rng);
+
+enum class RelayOutcome { pending, in_flight, published, failed, held_back };
+
+// One claimed event while a step handles it.
+struct RelayItem {
+    EventRow row;
+    int retry_count = 0;
+    RelayOutcome outcome = RelayOutcome::pending;
+    bool returned = false;
+    std::string error;
+    int next = -1; // index of the next event of the same aggregate in this batch
+};
 
 class Relay {
   public:
@@ -69,21 +84,30 @@ class Relay {
     void reset_stop() noexcept;
 
     void set_logger(LogFn fn) { log_ = std::move(fn); }
-    [[nodiscard]] bool pg_connected() const { return pg_ && pg_->ok(); }
+    [[nodiscard]] bool pg_connected() const { return pg_[0] && pg_[0]->ok(); }
     [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
     [[nodiscard]] const Config &config() const { return cfg_; }
 
   private:
-    void ensure_pg();
+    struct Batch {
+        int slot = 0; // the connection whose transaction holds the batch's locks
+        std::vector<RelayItem> items;
+    };
+    std::vector<RelayItem> claim(pg::Conn &db);
+    void discard_prefetch() noexcept;
+    void ensure_pg(int slot);
     void ensure_amqp();
-    void drop_pg() noexcept;
+    void drop_pg(int slot) noexcept;
     void drop_amqp() noexcept;
     void idle_wait(int timeout_ms);
     void sleep_interruptible(int ms);
     void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
-    std::optional<pg::Conn> pg_;
+    // Two connections: while a batch is published on one (its transaction holds the claim), the
+    // next batch is claimed on the other. Slot 0 also LISTENs for wake-ups.
+    std::optional<pg::Conn> pg_[2];
+    std::future<Batch> prefetch_;
     std::unique_ptr<amqp::Connection> mq_;
     bool listening_ = false;
     bool blocked_ = false;

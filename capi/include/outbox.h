@@ -339,6 +339,8 @@ OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log
  * them with publisher confirms (per aggregate, an event goes out only after the previous one was
  * confirmed), mark confirmed ones PUBLISHED and failed ones for retry with backoff, in one
  * statement, and commit.
+ * After outbox_relay_stop() a step still claims and marks but publishes nothing new, until
+ * outbox_relay_reset().
  * @param[in,out] stats may be NULL; see outbox_relay_stats.
  * @return OUTBOX_OK, or OUTBOX_ERR_CONNECTION / OUTBOX_ERR_BROKER / OUTBOX_ERR_TIMEOUT /
  *         OUTBOX_ERR_DATABASE when a server failed (the next step reconnects; no unconfirmed
