@@ -4,6 +4,7 @@
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
 #   3. the installed library: header, pkg-config and CMake package, C example built against it
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
+#   5. the Node package (node --test) and the Python package (pytest)
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -77,6 +78,7 @@ suite "threads under ThreadSanitizer" tsan_suite
 suite "C examples under valgrind (memcheck)" valgrind_suite
 suite "PHP through FFI (DataStore, subscriber)" php_suite
 suite "Python ctypes against liboutbox.so" ctypes_suite
+suite "Node (node --test)" "$root/scripts/test_node.sh"
 
 echo
 echo "=== summary"

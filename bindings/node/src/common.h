@@ -1,0 +1,399 @@
+// Shared by the bindings/node/src/*.cc files: the native layer of the npm package.
+//
+// A 1:1, mechanical wrapper over the public C API (capi/include/outbox.h), in the manner of
+// duckdb-node-neo's bindings/: one JS function per C function (the `outbox_` prefix dropped),
+// the idiomatic API lives in node/lib/. Only outbox.h is included, never a core/ header.
+//
+// - Handles are Napi::External values tagged with a per-type napi_type_tag, so a handle of
+//   another type (or any other JS value) is refused with a TypeError, never dereferenced.
+//   Their finalizers call the C destroy function; the *_free/*_close functions do it early.
+// - Every call that can block on PostgreSQL or RabbitMQ returns a Promise and runs on a worker
+//   thread (Napi::AsyncWorker; relay_run on a thread of its own). A handle used by a pending
+//   operation is "busy": any other use of it throws (the C handles are not thread-safe), except
+//   relay_stop/consumer_stop, which the C API allows from any thread.
+// - Errors: OutboxError (the class the JS layer registers with set_error_class) or Error, with
+//   `code` = outbox_status_name(status) (e.g. "INVALID_EVENT") and `status` = the number.
+#pragma once
+
+#include <napi.h>
+#include <outbox.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace outbox_node {
+
+// ---------------------------------------------------------------- errors
+
+struct AddonData {
+    Napi::FunctionReference error_class; // new ErrorClass(message, code, status)
+};
+
+inline Napi::Error status_error(Napi::Env env, outbox_status status, const std::string &message) {
+    const char *code = outbox_status_name(status);
+    auto *data = env.GetInstanceData<AddonData>();
+    if (data != nullptr && !data->error_class.IsEmpty()) {
+        Napi::Object obj = data->error_class.New(
+            {Napi::String::New(env, message), Napi::String::New(env, code), Napi::Number::New(env, status)});
+        return Napi::Error(env, obj);
+    }
+    Napi::Error e = Napi::Error::New(env, message);
+    e.Set("code", Napi::String::New(env, code));
+    e.Set("status", Napi::Number::New(env, status));
+    return e;
+}
+
+// Throws for a failed synchronous call; must run on the thread that made the call
+// (outbox_last_error() is thread-local).
+inline void check(Napi::Env env, outbox_status status) {
+    if (status != OUTBOX_OK) {
+        throw status_error(env, status, outbox_last_error());
+    }
+}
+
+// A bad JS argument: a TypeError carrying the C API's code for bad arguments.
+inline Napi::Error type_error(Napi::Env env, const std::string &message) {
+    Napi::TypeError e = Napi::TypeError::New(env, message);
+    e.Set("code", Napi::String::New(env, outbox_status_name(OUTBOX_ERR_INVALID_ARGUMENT)));
+    e.Set("status", Napi::Number::New(env, OUTBOX_ERR_INVALID_ARGUMENT));
+    return e;
+}
+
+inline Napi::Error argument_error(Napi::Env env, const std::string &message) {
+    return status_error(env, OUTBOX_ERR_INVALID_ARGUMENT, message);
+}
+
+// ---------------------------------------------------------------- handles
+
+// Guards a thread-safe function used from threads of our own: at environment teardown Node
+// finalizes (and then deletes) thread-safe functions even while threads still hold them. Its
+// finalizer sets `finalized` under the mutex; callers check it under the same mutex first.
+struct TsfnGate {
+    std::mutex m;
+    bool finalized = false;
+    static void on_finalize(Napi::Env, std::shared_ptr<TsfnGate> *gate, void *) {
+        {
+            std::lock_guard<std::mutex> lock((*gate)->m);
+            (*gate)->finalized = true;
+        }
+        delete gate;
+    }
+};
+
+// Log sink for relay/consumer loggers: C callbacks arrive on worker threads and are forwarded
+// to a JS function through a thread-safe function that does not keep the event loop alive.
+struct LogSink {
+    Napi::ThreadSafeFunction tsfn;
+    std::shared_ptr<TsfnGate> gate = std::make_shared<TsfnGate>();
+    LogSink() = default;
+    LogSink(const LogSink &) = delete;
+    LogSink &operator=(const LogSink &) = delete;
+    // Runs once the C object no longer calls the logger (it was replaced, or the object destroyed).
+    ~LogSink() {
+        std::lock_guard<std::mutex> lock(gate->m);
+        if (!gate->finalized) {
+            tsfn.Release();
+        }
+    }
+};
+
+struct HandleBase {
+    int busy = 0;                    // pending operations using the handle (main thread only)
+    int readers = 0;                 // pending operations only reading it (a configuration being copied)
+    std::unique_ptr<LogSink> logger; // relay and consumer
+    // Runs before the C object is destroyed while an operation on a thread of our own still uses
+    // it (relay_run at environment teardown, when finalizers run regardless of references).
+    std::function<void()> before_destroy;
+    HandleBase() = default;
+    HandleBase(const HandleBase &) = delete;
+    HandleBase &operator=(const HandleBase &) = delete;
+    virtual ~HandleBase() = default;
+};
+
+template <typename T> struct Traits;
+
+#define OUTBOX_NODE_HANDLE(T, NAME, DESTROY, HI, LO)                                                                   \
+    template <> struct Traits<T> {                                                                                     \
+        static constexpr const char *name = NAME;                                                                      \
+        static const napi_type_tag *tag() {                                                                            \
+            static const napi_type_tag t = {HI, LO};                                                                   \
+            return &t;                                                                                                 \
+        }                                                                                                              \
+        static void destroy(T *p) { DESTROY(p); }                                                                      \
+    };
+
+// Random 128-bit tags, one per handle type.
+OUTBOX_NODE_HANDLE(outbox_config, "outbox_config", outbox_config_free, 0x3b0f6a1d9c2e4711ULL, 0xa5d3c0e1f7b24c01ULL)
+OUTBOX_NODE_HANDLE(outbox_db, "outbox_db", outbox_db_close, 0x3b0f6a1d9c2e4712ULL, 0x8e61f2a4c9d34c02ULL)
+OUTBOX_NODE_HANDLE(outbox_event, "outbox_event", outbox_event_free, 0x3b0f6a1d9c2e4713ULL, 0x1f7e5b3d2a694c03ULL)
+OUTBOX_NODE_HANDLE(outbox_statement, "outbox_statement", outbox_statement_free, 0x3b0f6a1d9c2e4714ULL,
+                   0xc4a9d6e8b1054c04ULL)
+OUTBOX_NODE_HANDLE(outbox_relay, "outbox_relay", outbox_relay_free, 0x3b0f6a1d9c2e4715ULL, 0x72b8e0f6d3a14c05ULL)
+OUTBOX_NODE_HANDLE(outbox_consumer, "outbox_consumer", outbox_consumer_free, 0x3b0f6a1d9c2e4716ULL,
+                   0xe39c1b7a5f864c06ULL)
+OUTBOX_NODE_HANDLE(outbox_message, "outbox_message", outbox_message_free, 0x3b0f6a1d9c2e4717ULL, 0x5d0a8c2e4b174c07ULL)
+#undef OUTBOX_NODE_HANDLE
+
+template <typename T> struct Handle : HandleBase {
+    T *ptr = nullptr;
+    explicit Handle(T *p) : ptr(p) {}
+    // The C object first (no more log callbacks), then the log sink (HandleBase).
+    ~Handle() override { release(); }
+    void release() {
+        if (before_destroy) {
+            auto fn = std::move(before_destroy);
+            before_destroy = nullptr;
+            fn();
+        }
+        if (ptr != nullptr) {
+            Traits<T>::destroy(ptr);
+            ptr = nullptr;
+        }
+    }
+};
+
+// Takes ownership of p: the External's finalizer destroys it unless *_free/*_close did first.
+template <typename T> Napi::Value wrap(Napi::Env env, T *p) {
+    auto *h = new Handle<T>(p);
+    Napi::External<Handle<T>> ext;
+    try {
+        ext = Napi::External<Handle<T>>::New(env, h, [](Napi::Env, Handle<T> *hh) { delete hh; });
+    } catch (...) {
+        delete h;
+        throw;
+    }
+    ext.TypeTag(Traits<T>::tag());
+    return ext;
+}
+
+enum class Use {
+    exclusive, // not while a pending operation uses the handle
+    read,      // only reads it: fine while pending operations also only read it
+    stop,      // relay_stop/consumer_stop: thread-safe in C, so also while busy; closed: no-op
+    release    // *_free/*_close: a closed handle is fine (no-op), a busy one is not
+};
+
+// The handle behind argument `index`, checked for type, and (unless `use` says otherwise) for
+// being open and not busy. Returns nullptr only for Use::release/Use::stop of a closed handle.
+template <typename T> Handle<T> *unwrap(const Napi::CallbackInfo &info, size_t index, Use use = Use::exclusive) {
+    Napi::Env env = info.Env();
+    Napi::Value v = info[index];
+    if (!v.IsExternal() || !v.As<Napi::External<void>>().CheckTypeTag(Traits<T>::tag())) {
+        throw type_error(env, std::string("argument ") + std::to_string(index + 1) + " must be an " + Traits<T>::name +
+                                  " handle");
+    }
+    auto *h = v.As<Napi::External<Handle<T>>>().Data();
+    if (h->ptr == nullptr) {
+        if (use == Use::release || use == Use::stop) {
+            return nullptr;
+        }
+        throw argument_error(env, std::string(Traits<T>::name) + " handle is closed");
+    }
+    if (use == Use::stop) {
+        return h;
+    }
+    if (h->busy > 0 || (use != Use::read && h->readers > 0)) {
+        throw argument_error(env, std::string(Traits<T>::name) +
+                                      " handle is in use by a pending operation (handles are not thread-safe; "
+                                      "wait for it to settle)");
+    }
+    return h;
+}
+
+// An optional handle: null/undefined -> nullptr (the C API's "NULL for the defaults").
+template <typename T> Handle<T> *unwrap_opt(const Napi::CallbackInfo &info, size_t index, Use use = Use::read) {
+    if (info[index].IsNull() || info[index].IsUndefined()) {
+        return nullptr;
+    }
+    return unwrap<T>(info, index, use);
+}
+
+// ---------------------------------------------------------------- arguments
+
+inline std::string str_arg(const Napi::CallbackInfo &info, size_t index, const char *what) {
+    if (!info[index].IsString()) {
+        throw type_error(info.Env(), std::string(what) + " must be a string");
+    }
+    return info[index].As<Napi::String>().Utf8Value();
+}
+
+// A string, or null/undefined (-> has = false).
+inline std::string opt_str_arg(const Napi::CallbackInfo &info, size_t index, const char *what, bool &has) {
+    has = !(info[index].IsNull() || info[index].IsUndefined());
+    return has ? str_arg(info, index, what) : std::string();
+}
+
+inline int64_t int64_arg(const Napi::CallbackInfo &info, size_t index, const char *what) {
+    Napi::Value v = info[index];
+    if (v.IsBigInt()) {
+        bool lossless = false;
+        int64_t r = v.As<Napi::BigInt>().Int64Value(&lossless);
+        if (!lossless) {
+            throw type_error(info.Env(), std::string(what) + " is out of the int64 range");
+        }
+        return r;
+    }
+    if (!v.IsNumber()) {
+        throw type_error(info.Env(), std::string(what) + " must be a number");
+    }
+    double d = v.As<Napi::Number>().DoubleValue();
+    if (!(d >= -9007199254740991.0 && d <= 9007199254740991.0) || d != static_cast<double>(static_cast<int64_t>(d))) {
+        throw type_error(info.Env(), std::string(what) + " must be an integer");
+    }
+    return static_cast<int64_t>(d);
+}
+
+inline Napi::Value str_or_null(Napi::Env env, const char *s) {
+    return s != nullptr ? Napi::Value(Napi::String::New(env, s)) : env.Null();
+}
+
+// ---------------------------------------------------------------- workers
+
+// Runs run() on a libuv worker thread and settles a Promise. Handles passed to hold() are
+// kept alive (no finalizer) and marked busy until the operation settles.
+class Worker : public Napi::AsyncWorker {
+  public:
+    Worker(Napi::Env env, const char *name)
+        : Napi::AsyncWorker(env, name), deferred_(Napi::Promise::Deferred::New(env)) {}
+    ~Worker() override { unhold(); }
+
+    // read_only: the operation only reads the handle (a configuration the C call copies).
+    void hold(const Napi::Value &value, HandleBase *h, bool read_only = false) {
+        refs_.emplace_back(Napi::Persistent(value));
+        ++(read_only ? h->readers : h->busy);
+        held_.emplace_back(h, read_only);
+    }
+
+    Napi::Promise start() {
+        Queue();
+        return deferred_.Promise();
+    }
+
+  protected:
+    // On the worker thread: call the C function; return its status.
+    virtual outbox_status run() = 0;
+    // On the main thread, after success: the value the promise resolves with.
+    virtual Napi::Value result(Napi::Env env) { return env.Undefined(); }
+    // On the main thread, after a failure: adds details to the error.
+    virtual void annotate(Napi::Error &) {}
+
+  private:
+    void Execute() final {
+        status_ = run();
+        if (status_ != OUTBOX_OK) {
+            message_ = outbox_last_error(); // same thread as the call
+        }
+    }
+    void OnOK() final {
+        Napi::Env env = Env();
+        Napi::HandleScope scope(env);
+        unhold(); // before any continuation of the promise runs
+        if (status_ != OUTBOX_OK) {
+            Napi::Error e = status_error(env, status_, message_);
+            annotate(e);
+            deferred_.Reject(e.Value());
+            return;
+        }
+        try {
+            deferred_.Resolve(result(env));
+        } catch (const Napi::Error &e) {
+            deferred_.Reject(e.Value());
+        }
+    }
+    void OnError(const Napi::Error &e) final {
+        unhold();
+        deferred_.Reject(e.Value());
+    }
+    void unhold() {
+        for (auto &[h, read_only] : held_) {
+            --(read_only ? h->readers : h->busy);
+        }
+        held_.clear();
+        for (auto &r : refs_) {
+            r.Reset();
+        }
+        refs_.clear();
+    }
+
+    Napi::Promise::Deferred deferred_;
+    std::vector<Napi::Reference<Napi::Value>> refs_;
+    std::vector<std::pair<HandleBase *, bool>> held_;
+    outbox_status status_ = OUTBOX_OK;
+    std::string message_;
+};
+
+// Installs a logger (or removes it with fn = null/undefined) on a relay or consumer handle.
+template <typename T, typename SetFn> void set_logger(const Napi::CallbackInfo &info, Handle<T> *h, SetFn set) {
+    Napi::Env env = info.Env();
+    if (info[1].IsNull() || info[1].IsUndefined()) {
+        check(env, set(h->ptr, nullptr, nullptr));
+        h->logger.reset();
+        return;
+    }
+    if (!info[1].IsFunction()) {
+        throw type_error(env, "logger must be a function or null");
+    }
+    auto sink = std::make_unique<LogSink>();
+    auto *fin = new std::shared_ptr<TsfnGate>(sink->gate);
+    try {
+        sink->tsfn = Napi::ThreadSafeFunction::New(env, info[1].As<Napi::Function>(), "outbox_logger", 0, 1,
+                                                   static_cast<void *>(nullptr), TsfnGate::on_finalize, fin);
+    } catch (...) {
+        delete fin;
+        sink->gate->finalized = true; // nothing to release
+        throw;
+    }
+    sink->tsfn.Unref(env); // a logger never keeps the process alive
+    struct Item {
+        int level;
+        std::string message;
+    };
+    auto cb = [](outbox_log_level level, const char *message, void *user_data) {
+        auto *s = static_cast<LogSink *>(user_data);
+        std::lock_guard<std::mutex> lock(s->gate->m);
+        if (s->gate->finalized) {
+            return; // environment gone
+        }
+        auto *item = new Item{static_cast<int>(level), message != nullptr ? message : ""};
+        napi_status st = s->tsfn.NonBlockingCall(item, [](Napi::Env e, Napi::Function fn, Item *it) {
+            std::unique_ptr<Item> owned(it);
+            if (e == nullptr || fn == nullptr) {
+                return;
+            }
+            try {
+                fn.Call({Napi::Number::New(e, owned->level), Napi::String::New(e, owned->message)});
+            } catch (const Napi::Error &) {
+                // the JS layer's logger never throws; this is a terminating environment
+            }
+        });
+        if (st != napi_ok) {
+            delete item;
+        }
+    };
+    outbox_status st = set(h->ptr, cb, sink.get());
+    if (st != OUTBOX_OK) {
+        check(env, st);
+    }
+    h->logger = std::move(sink); // the old sink (if any) is released here, after the swap
+}
+
+// ---------------------------------------------------------------- registration
+
+using Registrar = void (*)(Napi::Env env, Napi::Object exports);
+void register_common(Napi::Env env, Napi::Object exports);
+void register_config(Napi::Env env, Napi::Object exports);
+void register_db(Napi::Env env, Napi::Object exports);
+void register_event(Napi::Env env, Napi::Object exports);
+void register_relay(Napi::Env env, Napi::Object exports);
+void register_consumer(Napi::Env env, Napi::Object exports);
+
+inline void def(Napi::Env env, Napi::Object exports, const char *name, Napi::Function::Callback fn) {
+    exports.Set(name, Napi::Function::New(env, fn, name));
+}
+
+} // namespace outbox_node

@@ -1,0 +1,343 @@
+// Consumers: outbox_consumer_dedupe / outbox_render_dedupe / outbox_inbox_purge (the inbox),
+// outbox_consumer_* (the consumer runtime) and outbox_message_*.
+#include "common.h"
+
+namespace outbox_node {
+namespace {
+
+Napi::Object dedupe_object(Napi::Env env, const outbox_dedupe_result &r) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("first_time", Napi::Boolean::New(env, r.first_time != 0));
+    o.Set("order", Napi::Number::New(env, r.order));
+    o.Set("previous_seq", Napi::Number::New(env, static_cast<double>(r.previous_seq)));
+    return o;
+}
+
+// The (consumer, event id, aggregate type, aggregate id, seq) arguments starting at `first`.
+struct DedupeKey {
+    bool has_type = false, has_id = false; // declared first: the string initialisers set them
+    std::string consumer, event_id, aggregate_type, aggregate_id;
+    int64_t seq = 0;
+    DedupeKey(const Napi::CallbackInfo &info, size_t first)
+        : consumer(str_arg(info, first, "consumer")), event_id(str_arg(info, first + 1, "event_id")),
+          aggregate_type(opt_str_arg(info, first + 2, "aggregate_type", has_type)),
+          aggregate_id(opt_str_arg(info, first + 3, "aggregate_id", has_id)),
+          seq(info[first + 4].IsUndefined() || info[first + 4].IsNull() ? 0 : int64_arg(info, first + 4, "seq")) {}
+    const char *type() const { return has_type ? aggregate_type.c_str() : nullptr; }
+    const char *id() const { return has_id ? aggregate_id.c_str() : nullptr; }
+};
+
+// consumer_dedupe(db, consumer, event_id, aggregate_type | null, aggregate_id | null, seq)
+//   -> Promise<{first_time, order, previous_seq}>
+class DedupeWorker : public Worker {
+  public:
+    DedupeWorker(Napi::Env env, outbox_db *db, DedupeKey key)
+        : Worker(env, "outbox_consumer_dedupe"), db_(db), key_(std::move(key)) {
+        outbox_dedupe_result_init(&result_);
+    }
+
+  protected:
+    outbox_status run() override {
+        return outbox_consumer_dedupe(&result_, db_, key_.consumer.c_str(), key_.event_id.c_str(), key_.type(),
+                                      key_.id(), key_.seq);
+    }
+    Napi::Value result(Napi::Env env) override { return dedupe_object(env, result_); }
+
+  private:
+    outbox_db *db_;
+    DedupeKey key_;
+    outbox_dedupe_result result_{};
+};
+
+Napi::Value ConsumerDedupe(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    auto *w = new DedupeWorker(info.Env(), db->ptr, DedupeKey(info, 1));
+    w->hold(info[0], db);
+    return w->start();
+}
+
+// render_dedupe(cfg | null, consumer, event_id, aggregate_type | null, aggregate_id | null, seq)
+//   -> outbox_statement; no I/O.
+Napi::Value RenderDedupe(const Napi::CallbackInfo &info) {
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    DedupeKey key(info, 1);
+    outbox_statement *st = nullptr;
+    check(info.Env(), outbox_render_dedupe(&st, cfg != nullptr ? cfg->ptr : nullptr, key.consumer.c_str(),
+                                           key.event_id.c_str(), key.type(), key.id(), key.seq));
+    return wrap(info.Env(), st);
+}
+
+// inbox_purge(db, older_than_s, batch) -> Promise<deleted>
+class PurgeWorker : public Worker {
+  public:
+    PurgeWorker(Napi::Env env, outbox_db *db, int64_t older_than_s, int batch)
+        : Worker(env, "outbox_inbox_purge"), db_(db), older_than_s_(older_than_s), batch_(batch) {}
+
+  protected:
+    outbox_status run() override { return outbox_inbox_purge(&deleted_, db_, older_than_s_, batch_); }
+    Napi::Value result(Napi::Env env) override { return Napi::Number::New(env, static_cast<double>(deleted_)); }
+
+  private:
+    outbox_db *db_;
+    int64_t older_than_s_;
+    int batch_;
+    int64_t deleted_ = 0;
+};
+
+Napi::Value InboxPurge(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    int64_t older = int64_arg(info, 1, "older_than_s");
+    int64_t batch = int64_arg(info, 2, "batch");
+    if (batch < -2147483647LL || batch > 2147483647LL) {
+        throw type_error(info.Env(), "batch is out of range");
+    }
+    auto *w = new PurgeWorker(info.Env(), db->ptr, older, static_cast<int>(batch));
+    w->hold(info[0], db);
+    return w->start();
+}
+
+// consumer_new(cfg, name) -> outbox_consumer; connects lazily.
+Napi::Value ConsumerNew(const Napi::CallbackInfo &info) {
+    auto *cfg = unwrap<outbox_config>(info, 0, Use::read);
+    std::string name = str_arg(info, 1, "name");
+    outbox_consumer *c = nullptr;
+    check(info.Env(), outbox_consumer_new(&c, cfg->ptr, name.c_str()));
+    return wrap(info.Env(), c);
+}
+
+Napi::Value ConsumerFree(const Napi::CallbackInfo &info) {
+    if (auto *h = unwrap<outbox_consumer>(info, 0, Use::release)) {
+        h->release();
+        h->logger.reset();
+    }
+    return info.Env().Undefined();
+}
+
+Napi::Value ConsumerSetLogger(const Napi::CallbackInfo &info) {
+    set_logger(info, unwrap<outbox_consumer>(info, 0), outbox_consumer_set_logger);
+    return info.Env().Undefined();
+}
+
+// A consumer call with no result: connect, ack, nack, dead_letter.
+class ConsumerCallWorker : public Worker {
+  public:
+    enum class Op { connect, ack, nack, dead_letter };
+    ConsumerCallWorker(Napi::Env env, const char *name, Op op, outbox_consumer *c, outbox_message *m = nullptr,
+                       bool requeue = false, std::string reason = {})
+        : Worker(env, name), op_(op), c_(c), m_(m), requeue_(requeue), reason_(std::move(reason)) {}
+
+  protected:
+    outbox_status run() override {
+        switch (op_) {
+        case Op::connect:
+            return outbox_consumer_connect(c_);
+        case Op::ack:
+            return outbox_consumer_ack(c_, m_);
+        case Op::nack:
+            return outbox_consumer_nack(c_, m_, requeue_ ? 1 : 0);
+        case Op::dead_letter:
+            return outbox_consumer_dead_letter(c_, m_, reason_.c_str());
+        }
+        return OUTBOX_ERR_INTERNAL;
+    }
+
+  private:
+    Op op_;
+    outbox_consumer *c_;
+    outbox_message *m_;
+    bool requeue_;
+    std::string reason_;
+};
+
+Napi::Value ConsumerConnect(const Napi::CallbackInfo &info) {
+    auto *c = unwrap<outbox_consumer>(info, 0);
+    auto *w = new ConsumerCallWorker(info.Env(), "outbox_consumer_connect", ConsumerCallWorker::Op::connect, c->ptr);
+    w->hold(info[0], c);
+    return w->start();
+}
+
+Napi::Value message_call(const Napi::CallbackInfo &info, const char *name, ConsumerCallWorker::Op op, bool requeue,
+                         std::string reason) {
+    auto *c = unwrap<outbox_consumer>(info, 0);
+    auto *m = unwrap<outbox_message>(info, 1, Use::read);
+    auto *w = new ConsumerCallWorker(info.Env(), name, op, c->ptr, m->ptr, requeue, std::move(reason));
+    w->hold(info[0], c);
+    w->hold(info[1], m, true);
+    return w->start();
+}
+
+// consumer_ack(consumer, msg) -> Promise<void>
+Napi::Value ConsumerAck(const Napi::CallbackInfo &info) {
+    return message_call(info, "outbox_consumer_ack", ConsumerCallWorker::Op::ack, false, {});
+}
+
+// consumer_nack(consumer, msg, requeue: boolean) -> Promise<void>
+Napi::Value ConsumerNack(const Napi::CallbackInfo &info) {
+    return message_call(info, "outbox_consumer_nack", ConsumerCallWorker::Op::nack, info[2].ToBoolean().Value(), {});
+}
+
+// consumer_dead_letter(consumer, msg, reason) -> Promise<void>
+Napi::Value ConsumerDeadLetter(const Napi::CallbackInfo &info) {
+    std::string reason = str_arg(info, 2, "reason");
+    return message_call(info, "outbox_consumer_dead_letter", ConsumerCallWorker::Op::dead_letter, false,
+                        std::move(reason));
+}
+
+// consumer_next(consumer, timeout_ms) -> Promise<outbox_message>; rejects with code TIMEOUT
+// when none came, STOPPED after consumer_stop().
+class NextWorker : public Worker {
+  public:
+    NextWorker(Napi::Env env, outbox_consumer *c, int timeout_ms)
+        : Worker(env, "outbox_consumer_next"), c_(c), timeout_ms_(timeout_ms) {}
+    ~NextWorker() override { outbox_message_free(msg_); }
+
+  protected:
+    outbox_status run() override { return outbox_consumer_next(&msg_, c_, timeout_ms_); }
+    Napi::Value result(Napi::Env env) override {
+        outbox_message *m = msg_;
+        msg_ = nullptr;
+        return wrap(env, m);
+    }
+
+  private:
+    outbox_consumer *c_;
+    int timeout_ms_;
+    outbox_message *msg_ = nullptr;
+};
+
+Napi::Value ConsumerNext(const Napi::CallbackInfo &info) {
+    auto *c = unwrap<outbox_consumer>(info, 0);
+    int64_t timeout = int64_arg(info, 1, "timeout_ms");
+    if (timeout < 0 || timeout > 2147483647LL) {
+        throw type_error(info.Env(), "timeout_ms must be between 0 and 2147483647");
+    }
+    auto *w = new NextWorker(info.Env(), c->ptr, static_cast<int>(timeout));
+    w->hold(info[0], c);
+    return w->start();
+}
+
+// consumer_dedupe_message(db, consumer, msg) -> Promise<{first_time, order, previous_seq}>
+class DedupeMessageWorker : public Worker {
+  public:
+    DedupeMessageWorker(Napi::Env env, outbox_db *db, outbox_consumer *c, outbox_message *m)
+        : Worker(env, "outbox_consumer_dedupe_message"), db_(db), c_(c), m_(m) {
+        outbox_dedupe_result_init(&result_);
+    }
+
+  protected:
+    outbox_status run() override { return outbox_consumer_dedupe_message(&result_, db_, c_, m_); }
+    Napi::Value result(Napi::Env env) override { return dedupe_object(env, result_); }
+
+  private:
+    outbox_db *db_;
+    outbox_consumer *c_;
+    outbox_message *m_;
+    outbox_dedupe_result result_{};
+};
+
+Napi::Value ConsumerDedupeMessage(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    auto *c = unwrap<outbox_consumer>(info, 1);
+    auto *m = unwrap<outbox_message>(info, 2, Use::read);
+    auto *w = new DedupeMessageWorker(info.Env(), db->ptr, c->ptr, m->ptr);
+    w->hold(info[0], db);
+    w->hold(info[1], c);
+    w->hold(info[2], m, true);
+    return w->start();
+}
+
+// consumer_stop(consumer): allowed while consumer_next is pending (thread-safe in C).
+Napi::Value ConsumerStop(const Napi::CallbackInfo &info) {
+    if (auto *h = unwrap<outbox_consumer>(info, 0, Use::stop)) {
+        outbox_consumer_stop(h->ptr);
+    }
+    return info.Env().Undefined();
+}
+
+Napi::Value ConsumerReset(const Napi::CallbackInfo &info) {
+    check(info.Env(), outbox_consumer_reset(unwrap<outbox_consumer>(info, 0)->ptr));
+    return info.Env().Undefined();
+}
+
+// ---- messages: all reads of data the message owns, no I/O.
+
+Napi::Value MessageFree(const Napi::CallbackInfo &info) {
+    if (auto *h = unwrap<outbox_message>(info, 0, Use::release)) {
+        h->release();
+    }
+    return info.Env().Undefined();
+}
+
+Napi::Value MessageField(const Napi::CallbackInfo &info) {
+    auto *m = unwrap<outbox_message>(info, 0, Use::read);
+    std::string name = str_arg(info, 1, "name");
+    return str_or_null(info.Env(), outbox_message_field(m->ptr, name.c_str()));
+}
+
+// message_body(msg) -> Buffer (a copy of the raw body)
+Napi::Value MessageBody(const Napi::CallbackInfo &info) {
+    auto *m = unwrap<outbox_message>(info, 0, Use::read);
+    size_t len = 0;
+    const char *body = outbox_message_body(m->ptr, &len);
+    return Napi::Buffer<char>::Copy(info.Env(), body != nullptr ? body : "", body != nullptr ? len : 0);
+}
+
+Napi::Value MessageProperty(const Napi::CallbackInfo &info) {
+    auto *m = unwrap<outbox_message>(info, 0, Use::read);
+    std::string name = str_arg(info, 1, "name");
+    return str_or_null(info.Env(), outbox_message_property(m->ptr, name.c_str()));
+}
+
+Napi::Value MessageSeq(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(),
+                             static_cast<double>(outbox_message_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
+}
+
+Napi::Value MessageRedelivered(const Napi::CallbackInfo &info) {
+    return Napi::Boolean::New(info.Env(),
+                              outbox_message_redelivered(unwrap<outbox_message>(info, 0, Use::read)->ptr) != 0);
+}
+
+Napi::Value MessageDeliveryCount(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(outbox_message_delivery_count(
+                                             unwrap<outbox_message>(info, 0, Use::read)->ptr)));
+}
+
+Napi::Value MessageOrder(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(), outbox_message_order(unwrap<outbox_message>(info, 0, Use::read)->ptr));
+}
+
+Napi::Value MessagePreviousSeq(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(
+        info.Env(), static_cast<double>(outbox_message_previous_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
+}
+
+} // namespace
+
+void register_consumer(Napi::Env env, Napi::Object exports) {
+    def(env, exports, "consumer_dedupe", ConsumerDedupe);
+    def(env, exports, "render_dedupe", RenderDedupe);
+    def(env, exports, "inbox_purge", InboxPurge);
+    def(env, exports, "consumer_new", ConsumerNew);
+    def(env, exports, "consumer_free", ConsumerFree);
+    def(env, exports, "consumer_set_logger", ConsumerSetLogger);
+    def(env, exports, "consumer_connect", ConsumerConnect);
+    def(env, exports, "consumer_next", ConsumerNext);
+    def(env, exports, "consumer_ack", ConsumerAck);
+    def(env, exports, "consumer_nack", ConsumerNack);
+    def(env, exports, "consumer_dead_letter", ConsumerDeadLetter);
+    def(env, exports, "consumer_dedupe_message", ConsumerDedupeMessage);
+    def(env, exports, "consumer_stop", ConsumerStop);
+    def(env, exports, "consumer_reset", ConsumerReset);
+    def(env, exports, "message_free", MessageFree);
+    def(env, exports, "message_field", MessageField);
+    def(env, exports, "message_body", MessageBody);
+    def(env, exports, "message_property", MessageProperty);
+    def(env, exports, "message_seq", MessageSeq);
+    def(env, exports, "message_redelivered", MessageRedelivered);
+    def(env, exports, "message_delivery_count", MessageDeliveryCount);
+    def(env, exports, "message_order", MessageOrder);
+    def(env, exports, "message_previous_seq", MessagePreviousSeq);
+}
+
+} // namespace outbox_node

@@ -1,0 +1,213 @@
+// outbox_event_*, outbox_write, outbox_render_write and outbox_statement_*.
+#include "common.h"
+
+#include <algorithm>
+
+namespace outbox_node {
+namespace {
+
+Napi::Value EventNew(const Napi::CallbackInfo &info) {
+    outbox_event *ev = nullptr;
+    check(info.Env(), outbox_event_new(&ev));
+    return wrap(info.Env(), ev);
+}
+
+Napi::Value EventFree(const Napi::CallbackInfo &info) {
+    if (auto *h = unwrap<outbox_event>(info, 0, Use::release)) {
+        h->release();
+    }
+    return info.Env().Undefined();
+}
+
+// event_set(ev, field, value: string | Uint8Array): outbox_event_set_n, so a NUL inside the
+// value is seen (and rejected) by the library, and raw bytes reach its UTF-8 check unchanged.
+Napi::Value EventSet(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_event>(info, 0);
+    std::string field = str_arg(info, 1, "field");
+    Napi::Value v = info[2];
+    outbox_status st;
+    if (v.IsString()) {
+        std::string value = v.As<Napi::String>().Utf8Value();
+        st = outbox_event_set_n(h->ptr, field.c_str(), value.data(), value.size());
+    } else if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
+        auto bytes = v.As<Napi::Uint8Array>();
+        st =
+            outbox_event_set_n(h->ptr, field.c_str(), reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
+    } else {
+        throw type_error(info.Env(), "value of event field '" + field + "' must be a string or a Uint8Array");
+    }
+    check(info.Env(), st);
+    return info.Env().Undefined();
+}
+
+Napi::Value EventUnset(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_event>(info, 0);
+    std::string field = str_arg(info, 1, "field");
+    check(info.Env(), outbox_event_unset(h->ptr, field.c_str()));
+    return info.Env().Undefined();
+}
+
+Napi::Value EventId(const Napi::CallbackInfo &info) {
+    return str_or_null(info.Env(), outbox_event_id(unwrap<outbox_event>(info, 0)->ptr));
+}
+
+Napi::Value EventType(const Napi::CallbackInfo &info) {
+    return str_or_null(info.Env(), outbox_event_type(unwrap<outbox_event>(info, 0)->ptr));
+}
+
+Napi::Value EventSeq(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(outbox_event_seq(unwrap<outbox_event>(info, 0)->ptr)));
+}
+
+// write(db, ev) -> Promise<void>
+class WriteWorker : public Worker {
+  public:
+    WriteWorker(Napi::Env env, outbox_db *db, outbox_event *ev) : Worker(env, "outbox_write"), db_(db), ev_(ev) {}
+
+  protected:
+    outbox_status run() override { return outbox_write(db_, ev_); }
+
+  private:
+    outbox_db *db_;
+    outbox_event *ev_;
+};
+
+Napi::Value Write(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    auto *ev = unwrap<outbox_event>(info, 1);
+    auto *w = new WriteWorker(info.Env(), db->ptr, ev->ptr);
+    w->hold(info[0], db);
+    w->hold(info[1], ev);
+    return w->start();
+}
+
+// write_each(db, [ev, ...]) -> Promise<void>: outbox_write for each event in order, on one worker
+// thread (one thread hop for a batch). Stops at the first failure: the error carries `index`, the
+// events before it are written (in the caller's transaction, which decides).
+class WriteEachWorker : public Worker {
+  public:
+    WriteEachWorker(Napi::Env env, outbox_db *db, std::vector<outbox_event *> evs)
+        : Worker(env, "outbox_write"), db_(db), evs_(std::move(evs)) {}
+
+  protected:
+    outbox_status run() override {
+        for (failed_ = 0; failed_ < evs_.size(); ++failed_) {
+            outbox_status st = outbox_write(db_, evs_[failed_]);
+            if (st != OUTBOX_OK) {
+                return st;
+            }
+        }
+        return OUTBOX_OK;
+    }
+    void annotate(Napi::Error &e) override { e.Set("index", Napi::Number::New(e.Env(), static_cast<double>(failed_))); }
+
+  private:
+    outbox_db *db_;
+    std::vector<outbox_event *> evs_;
+    size_t failed_ = 0;
+};
+
+Napi::Value WriteEach(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    if (!info[1].IsArray()) {
+        throw type_error(info.Env(), "argument 2 must be an array of outbox_event handles");
+    }
+    Napi::Array arr = info[1].As<Napi::Array>();
+    std::vector<Handle<outbox_event> *> hs;
+    std::vector<outbox_event *> evs;
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+        Napi::Value v = arr.Get(i);
+        if (!v.IsExternal() || !v.As<Napi::External<void>>().CheckTypeTag(Traits<outbox_event>::tag())) {
+            throw type_error(info.Env(), "element " + std::to_string(i) + " must be an outbox_event handle");
+        }
+        auto *h = v.As<Napi::External<Handle<outbox_event>>>().Data();
+        if (h->ptr == nullptr || h->busy > 0 || h->readers > 0 || std::find(hs.begin(), hs.end(), h) != hs.end()) {
+            throw argument_error(info.Env(), "element " + std::to_string(i) + " is closed, in use, or given twice");
+        }
+        hs.push_back(h);
+        evs.push_back(h->ptr);
+    }
+    auto *w = new WriteEachWorker(info.Env(), db->ptr, std::move(evs));
+    w->hold(info[0], db);
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+        w->hold(arr.Get(i), hs[i]);
+    }
+    return w->start();
+}
+
+// render_write(cfg | null, ev) -> outbox_statement; validation and naming only, no I/O.
+Napi::Value RenderWrite(const Napi::CallbackInfo &info) {
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    auto *ev = unwrap<outbox_event>(info, 1);
+    outbox_statement *st = nullptr;
+    check(info.Env(), outbox_render_write(&st, cfg != nullptr ? cfg->ptr : nullptr, ev->ptr));
+    return wrap(info.Env(), st);
+}
+
+Napi::Value StatementFree(const Napi::CallbackInfo &info) {
+    if (auto *h = unwrap<outbox_statement>(info, 0, Use::release)) {
+        h->release();
+    }
+    return info.Env().Undefined();
+}
+
+Napi::Value StatementSql(const Napi::CallbackInfo &info) {
+    return str_or_null(info.Env(), outbox_statement_sql(unwrap<outbox_statement>(info, 0)->ptr));
+}
+
+Napi::Value StatementParamCount(const Napi::CallbackInfo &info) {
+    return Napi::Number::New(info.Env(),
+                             static_cast<double>(outbox_statement_param_count(unwrap<outbox_statement>(info, 0)->ptr)));
+}
+
+Napi::Value StatementParam(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_statement>(info, 0);
+    int64_t index = int64_arg(info, 1, "index");
+    if (index < 0) {
+        return info.Env().Null();
+    }
+    return str_or_null(info.Env(), outbox_statement_param(h->ptr, static_cast<size_t>(index)));
+}
+
+// statement_params(st) -> (string | null)[]: every outbox_statement_param() at once.
+Napi::Value StatementParams(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_statement>(info, 0);
+    size_t n = outbox_statement_param_count(h->ptr);
+    Napi::Array out = Napi::Array::New(info.Env(), n);
+    for (size_t i = 0; i < n; ++i) {
+        out.Set(static_cast<uint32_t>(i), str_or_null(info.Env(), outbox_statement_param(h->ptr, i)));
+    }
+    return out;
+}
+
+Napi::Value StatementJson(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_statement>(info, 0);
+    char *out = nullptr;
+    check(info.Env(), outbox_statement_json(&out, h->ptr));
+    Napi::String s = Napi::String::New(info.Env(), out != nullptr ? out : "");
+    outbox_string_free(out);
+    return s;
+}
+
+} // namespace
+
+void register_event(Napi::Env env, Napi::Object exports) {
+    def(env, exports, "event_new", EventNew);
+    def(env, exports, "event_free", EventFree);
+    def(env, exports, "event_set", EventSet);
+    def(env, exports, "event_unset", EventUnset);
+    def(env, exports, "event_id", EventId);
+    def(env, exports, "event_type", EventType);
+    def(env, exports, "event_seq", EventSeq);
+    def(env, exports, "write", Write);
+    def(env, exports, "write_each", WriteEach);
+    def(env, exports, "render_write", RenderWrite);
+    def(env, exports, "statement_free", StatementFree);
+    def(env, exports, "statement_sql", StatementSql);
+    def(env, exports, "statement_param_count", StatementParamCount);
+    def(env, exports, "statement_param", StatementParam);
+    def(env, exports, "statement_params", StatementParams);
+    def(env, exports, "statement_json", StatementJson);
+}
+
+} // namespace outbox_node

@@ -1,0 +1,81 @@
+'use strict';
+// Errors: every failure is an Error with a string `code` mirroring the C status
+// (outbox_status_name(): 'INVALID_EVENT', 'DUPLICATE', ...) and the numeric `status`.
+
+const STATUS = {
+  OK: 0,
+  INVALID_ARGUMENT: -1,
+  INVALID_EVENT: -2,
+  TOO_LARGE: -3,
+  DUPLICATE: -4,
+  DATABASE: -5,
+  CONNECTION: -6,
+  BROKER: -7,
+  TIMEOUT: -8,
+  SCHEMA: -9,
+  TRANSACTION: -10,
+  NO_MEMORY: -11,
+  STOPPED: -12,
+  INTERNAL: -13,
+  UNKNOWN_KEY: -14,
+  NOT_FOUND: -15,
+};
+
+class OutboxError extends Error {
+  /**
+   * @param {string} message
+   * @param {string} code a key of STATUS
+   * @param {number} [status]
+   * @param {{cause?: unknown}} [options]
+   */
+  constructor(message, code, status, options) {
+    super(message, options && 'cause' in options ? { cause: options.cause } : undefined);
+    this.name = 'OutboxError';
+    this.code = code;
+    this.status = status !== undefined ? status : (STATUS[code] !== undefined ? STATUS[code] : STATUS.INTERNAL);
+  }
+}
+
+function outboxError(code, message, cause) {
+  return new OutboxError(message, code, STATUS[code], cause !== undefined ? { cause } : undefined);
+}
+
+// A JS value of the wrong type: a TypeError with the code the C API gives bad arguments.
+function typeError(message) {
+  const e = new TypeError(message);
+  e.code = 'INVALID_ARGUMENT';
+  e.status = STATUS.INVALID_ARGUMENT;
+  return e;
+}
+
+// SQLSTATE -> status, as the library maps libpq errors (core/pg.cpp errc_for_sqlstate), for the
+// statements it renders and node-postgres runs.
+function codeForSqlstate(s) {
+  if (typeof s !== 'string' || s.length !== 5) return 'DATABASE';
+  if (s === '23505') return 'DUPLICATE';
+  if (s.startsWith('08') || s === '57P01' || s === '57P02' || s === '57P03') return 'CONNECTION';
+  if (s === '42P01' || s === '3F000' || s === '42703') return 'SCHEMA';
+  if (s === '25P02' || s === '25P01' || s === '25001' || s === '25006') return 'TRANSACTION';
+  if (s === '57014') return 'TIMEOUT';
+  if (s === '53100' || s === '53200') return 'NO_MEMORY';
+  return 'DATABASE';
+}
+
+const NETWORK_ERRNOS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND',
+  'ENETUNREACH', 'ECONNABORTED']);
+
+// An error node-postgres raised, as an OutboxError (the original is its `cause`).
+function fromPg(err, context) {
+  if (err instanceof OutboxError) return err;
+  const prefix = context ? `${context}: ` : '';
+  const msg = err && err.message ? err.message : String(err);
+  const sqlstate = err && typeof err.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : null;
+  let code;
+  if (sqlstate) code = codeForSqlstate(sqlstate);
+  else if (err && NETWORK_ERRNOS.has(err.code)) code = 'CONNECTION';
+  else if (/not queryable|Connection terminated|connection is closed|Client was closed|ended/i.test(msg)) code = 'CONNECTION';
+  else code = 'DATABASE';
+  return outboxError(code, `${prefix}${msg}${sqlstate ? ` (SQLSTATE ${sqlstate})` : ''}`, err);
+}
+
+module.exports = { OutboxError, STATUS, outboxError, typeError, fromPg, codeForSqlstate };

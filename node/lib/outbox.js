@@ -1,0 +1,240 @@
+'use strict';
+// Outbox: a configuration (options keyed by the C configuration keys) and everything done with
+// it: writes and dedupes in the caller's node-postgres transaction (statements rendered by the
+// library, run on the caller's client), connections the library opens, migrations, and the
+// relays and consumers that share the configuration.
+const crypto = require('crypto');
+const native = require('./native');
+const { makeConfig } = require('./config');
+const { newEvent, hasIdempotencyKey } = require('./event');
+const { outboxError, typeError, fromPg } = require('./errors');
+const { MIGRATE_TARGETS } = require('./constants');
+
+function checkClient(client) {
+  if (client === null || typeof client !== 'object' || typeof client.query !== 'function') {
+    throw typeError('expected a node-postgres client (pg.Client or a client from pg.Pool#connect())');
+  }
+}
+
+// 'I' idle, 'T' in a transaction, 'E' in a failed transaction, null when the client cannot say.
+function txStatus(client) {
+  if (typeof client.getTransactionStatus !== 'function') return null;
+  const s = client.getTransactionStatus();
+  return s === 'I' || s === 'T' || s === 'E' ? s : null;
+}
+
+async function query(client, q, context) {
+  try {
+    return await client.query(q);
+  } catch (e) {
+    throw fromPg(e, context);
+  }
+}
+
+function checkKey(key) {
+  if (key === null || typeof key !== 'object') {
+    throw typeError('dedupe key must be an object { consumer, eventId, aggregateType?, aggregateId?, seq? }');
+  }
+}
+
+function nullable(v) {
+  return v === undefined || v === null ? null : String(v);
+}
+
+// What the dedupe statement's row means (as the library's inbox::interpret).
+function interpretDedupe(key, firstTime, previous, checkOrder) {
+  const previousSeq = previous === null ? 0 : previous;
+  const res = { firstTime, order: 'UNCHECKED', previousSeq };
+  const seq = Number(key.seq || 0);
+  if (!firstTime || !checkOrder || !(seq > 0) || !key.aggregateType) return res;
+  if (previous !== null && seq <= previous) res.order = 'STALE';
+  else if (seq > previousSeq + 1) res.order = 'GAP';
+  else res.order = 'IN_ORDER';
+  return res;
+}
+
+// A statement name per distinct SQL text: node-postgres prepares a named statement once per
+// connection and then only binds parameters, so the server does not parse and plan the write's
+// CTE again for every event.
+const statementNames = new Map();
+function statementName(prefix, text) {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `${prefix}_${crypto.createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+    if (statementNames.size > 1000) statementNames.clear();
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+class Outbox {
+  /**
+   * @param {Record<string, string|number|boolean>} [options] configuration keys, and
+   *   `preparedStatements` (default true): run rendered statements as named prepared statements
+   *   on node-postgres (turn off behind a transaction-pooling proxy such as PgBouncer).
+   */
+  constructor(options) {
+    this._options = Object.freeze({ ...(options || {}) });
+    this._prepared = this._options.preparedStatements !== false;
+    this._cfg = makeConfig(this._options); // freed by its finalizer
+    this._schema = native.config_get(this._cfg, 'outbox.schema');
+    this._table = native.config_get(this._cfg, 'outbox.table');
+    this._checkOrder = native.config_get(this._cfg, 'inbox.order_check') === 'true';
+  }
+
+  get options() {
+    return this._options;
+  }
+
+  /** The configured value of a key (secrets read back as '***'). */
+  get(key) {
+    return native.config_get(this._cfg, key);
+  }
+
+  /**
+   * The statement outbox_write would run, for node-postgres: { text, values } ($n placeholders)
+   * plus the event's id and type. Validates the event (throws OutboxError).
+   */
+  renderWrite(event) {
+    const ev = newEvent(event);
+    try {
+      const st = native.render_write(this._cfg, ev);
+      try {
+        return {
+          text: native.statement_sql(st),
+          values: native.statement_params(st),
+          eventId: native.event_id(ev),
+          eventType: native.event_type(ev),
+        };
+      } finally {
+        native.statement_free(st);
+      }
+    } finally {
+      native.event_free(ev);
+    }
+  }
+
+  /**
+   * Writes the event with the caller's node-postgres client, in the caller's transaction (the
+   * library never begins, commits or rolls back). A duplicate idempotency key is DUPLICATE and,
+   * inside a transaction, leaves it usable (a savepoint, as outbox_write does).
+   * @returns {Promise<{eventId: string, eventType: string, seq: number}>}
+   */
+  async write(client, event) {
+    checkClient(client);
+    const st = this.renderWrite(event);
+    const tx = txStatus(client);
+    if (tx === 'E') {
+      throw outboxError('TRANSACTION', "the caller's transaction is aborted; roll it back before writing");
+    }
+    let savepoint = false;
+    if (hasIdempotencyKey(event) && tx !== 'I') {
+      try {
+        await client.query('SAVEPOINT outbox_write');
+        savepoint = true;
+      } catch (e) {
+        if (!(tx === null && e && e.code === '25P01')) throw fromPg(e, 'outbox write'); // 25P01: no transaction
+      }
+    }
+    let res;
+    try {
+      res = await client.query(this._query('outbox_write', st));
+    } catch (e) {
+      if (savepoint) {
+        await client.query('ROLLBACK TO SAVEPOINT outbox_write; RELEASE SAVEPOINT outbox_write').catch(() => {});
+      }
+      throw await this._writeError(client, e, event, savepoint || tx !== 'T');
+    }
+    if (savepoint) await query(client, 'RELEASE SAVEPOINT outbox_write', 'outbox write');
+    return { eventId: st.eventId, eventType: st.eventType, seq: Number(res.rows[0][0]) };
+  }
+
+  _query(prefix, st) {
+    const q = { text: st.text, values: st.values, rowMode: 'array' };
+    if (this._prepared) q.name = statementName(prefix, st.text);
+    return q;
+  }
+
+  async _writeError(client, e, event, usable) {
+    if (e && e.code === '23505' && e.constraint === `${this._table}_idempotency_key_idx`) {
+      let by = '';
+      if (usable) {
+        const key = event.idempotencyKey !== undefined ? event.idempotencyKey : event.idempotency_key;
+        try {
+          // Validated SQL identifiers (outbox_config_set refuses anything else).
+          const r = await client.query({
+            text: `SELECT outbox_id FROM "${this._schema}"."${this._table}" WHERE idempotency_key = $1`,
+            values: [String(key)],
+            rowMode: 'array',
+          });
+          if (r.rows.length > 0) by = ` by event ${r.rows[0][0]}`;
+        } catch (_) {
+          // the message just names no event
+        }
+      }
+      return outboxError('DUPLICATE', `idempotency_key is already used${by}`, e);
+    }
+    return fromPg(e, 'outbox write');
+  }
+
+  /** The inbox statement outbox_consumer_dedupe runs, for node-postgres: { text, values }. */
+  renderDedupe(key) {
+    checkKey(key);
+    const st = native.render_dedupe(this._cfg, key.consumer, key.eventId, nullable(key.aggregateType),
+      nullable(key.aggregateId), key.seq === undefined || key.seq === null ? 0 : key.seq);
+    try {
+      return { text: native.statement_sql(st), values: native.statement_params(st) };
+    } finally {
+      native.statement_free(st);
+    }
+  }
+
+  /**
+   * Records (consumer, event) in the inbox in the client's current transaction.
+   * @returns {Promise<{firstTime: boolean, order: string, previousSeq: number}>}
+   */
+  async dedupe(client, key) {
+    checkClient(client);
+    const st = this.renderDedupe(key);
+    if (txStatus(client) === 'E') {
+      throw outboxError('TRANSACTION', "the caller's transaction is aborted; roll it back before deduplicating");
+    }
+    const r = await query(client, this._query('outbox_dedupe', st), 'outbox dedupe');
+    const row = r.rows[0];
+    const previous = row[1] === null || row[1] === undefined ? null : Number(row[1]);
+    return interpretDedupe(key, row[0] === true || row[0] === 't', previous, this._checkOrder);
+  }
+
+  /** Opens a connection the library owns (outbox_db_open), with this configuration. */
+  async connect(conninfo) {
+    if (typeof conninfo !== 'string') throw typeError('conninfo must be a string (a libpq URL or key=value list)');
+    const { Database } = require('./database');
+    const h = await native.db_open(conninfo, this._cfg);
+    return new Database(h, this);
+  }
+
+  /** Creates or upgrades the tables (idempotent) on a connection of its own; resolves with the version. */
+  async migrate(conninfo, target = 'all') {
+    if (!(target in MIGRATE_TARGETS)) throw typeError("target must be 'all', 'outbox' or 'inbox'");
+    const db = await this.connect(conninfo);
+    try {
+      return await db.migrate(target);
+    } finally {
+      await db.close();
+    }
+  }
+
+  /** A relay with this configuration plus `options`. */
+  relay(options) {
+    const { Relay } = require('./relay');
+    return new Relay({ ...this._options, ...(options || {}) });
+  }
+
+  /** A consumer named `name` with this configuration plus `options`. */
+  consumer(name, options) {
+    const { Consumer } = require('./consumer');
+    return new Consumer(name, { ...this._options, ...(options || {}) });
+  }
+}
+
+module.exports = { Outbox, interpretDedupe, checkClient, txStatus };

@@ -1,0 +1,47 @@
+'use strict';
+// How the addon was built: with the running Node's own headers (node-gyp --nodedir=<prefix>,
+// nothing downloaded), exporting only Node-API's entry points, and glue that sees outbox.h only.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const path = require('path');
+const { spawnSync } = require('child_process');
+
+const pkg = path.join(__dirname, '..');
+const build = path.join(pkg, 'build');
+const prefix = path.resolve(path.dirname(process.execPath), '..');
+
+test('built against <node prefix>/include/node via --nodedir, no downloaded headers', () => {
+  assert.ok(fs.existsSync(path.join(prefix, 'include', 'node', 'node_api.h')));
+  const gypi = fs.readFileSync(path.join(build, 'config.gypi'), 'utf8');
+  assert.match(gypi, new RegExp(`"nodedir": "${prefix.replace(/[/\\]/g, '\\$&')}"`), 'config.gypi nodedir');
+  const makefile = fs.readFileSync(path.join(build, 'Makefile'), 'utf8');
+  assert.ok(makefile.includes(`-Dnode_root_dir=${prefix}`), 'gyp ran with node_root_dir = the prefix');
+  for (const mk of ['outbox.target.mk', 'outbox_c.target.mk']) {
+    const text = fs.readFileSync(path.join(build, mk), 'utf8');
+    assert.ok(text.includes(`-I${path.join(prefix, 'include', 'node')}`), `${mk} uses the prefix's headers`);
+    assert.ok(!/node-gyp[/\\]\d|\.cache[/\\]node-gyp/.test(text), `${mk} uses no downloaded headers`);
+    assert.match(text, /-fexceptions/);
+    assert.match(text, /-std=c\+\+17/);
+  }
+  // The glue compiles with the public header only.
+  const glue = fs.readFileSync(path.join(build, 'outbox.target.mk'), 'utf8');
+  assert.ok(!/-I\S*[/\\]core\b/.test(glue), 'bindings/node is compiled without core/ on its include path');
+});
+
+test('bindings/node includes the public C header only', () => {
+  const src = path.join(pkg, '..', 'bindings', 'node', 'src');
+  for (const f of fs.readdirSync(src)) {
+    const text = fs.readFileSync(path.join(src, f), 'utf8');
+    for (const m of text.matchAll(/#include\s+[<"]([^>"]+)[>"]/g)) {
+      assert.ok(['napi.h', 'outbox.h', 'common.h'].includes(m[1]) || !m[1].includes('.'), `${f} includes ${m[1]}`);
+    }
+  }
+});
+
+test('the addon exports only the Node-API entry points', () => {
+  const r = spawnSync('nm', ['-D', '--defined-only', path.join(build, 'Release', 'outbox.node')], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const names = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/).pop()).sort();
+  assert.deepEqual(names, ['napi_register_module_v1', 'node_api_module_get_api_version_v1']);
+});

@@ -1,0 +1,71 @@
+'use strict';
+// Where the sources the addon is compiled from live. The package is built from the repository it
+// sits in: node/ is next to core/, capi/ and bindings/node/. That holds for `npm install` inside
+// node/ and for `npm install <path-to-node/>` from another project (npm links the folder, and the
+// link's real path is still inside the repository). OUTBOX_SOURCE_DIR overrides it.
+const fs = require('fs');
+const path = require('path');
+
+function packageDir() {
+  return fs.realpathSync(path.join(__dirname, '..'));
+}
+
+function repoRoot() {
+  const root = process.env.OUTBOX_SOURCE_DIR
+    ? path.resolve(process.env.OUTBOX_SOURCE_DIR)
+    : path.join(packageDir(), '..');
+  const header = path.join(root, 'capi', 'include', 'outbox.h');
+  if (!fs.existsSync(header)) {
+    throw new Error(
+      `outbox: cannot find the C sources (${header} is missing). The npm package compiles the ` +
+        'repository\'s core/ and capi/ sources; install it from a checkout (npm install <repo>/node) ' +
+        'or set OUTBOX_SOURCE_DIR to the repository root.');
+  }
+  return fs.realpathSync(root);
+}
+
+// Sources listed in a CMakeLists.txt `set(NAME ...)` block: the build's own list, so the addon
+// compiles exactly what liboutbox does. Falls back to every *.cpp of the folder.
+function cmakeSources(dir, variable) {
+  const cmake = path.join(dir, 'CMakeLists.txt');
+  try {
+    const text = fs.readFileSync(cmake, 'utf8');
+    const m = new RegExp(`set\\(\\s*${variable}\\s+([^)]*)\\)`).exec(text);
+    if (m) {
+      const files = m[1].split(/\s+/).filter((f) => f && !f.startsWith('#') && /\.(c|cc|cpp)$/.test(f));
+      if (files.length > 0 && files.every((f) => fs.existsSync(path.join(dir, f)))) {
+        return files.map((f) => path.join(dir, f));
+      }
+    }
+  } catch (_) {
+    // fall through
+  }
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.cpp')).sort().map((f) => path.join(dir, f));
+}
+
+// The native glue: bindings/node/src/*.cc. Compiled with capi/include only on its include path,
+// so it cannot reach a core/ header.
+function addonSources() {
+  const bindings = path.join(repoRoot(), 'bindings', 'node', 'src');
+  return fs.readdirSync(bindings).filter((f) => f.endsWith('.cc')).sort().map((f) => path.join(bindings, f));
+}
+
+// liboutbox itself: the C API layer and the C++ core, as CMake builds them.
+function librarySources() {
+  const root = repoRoot();
+  return [
+    ...cmakeSources(path.join(root, 'capi'), 'OUTBOX_CAPI_SOURCES'),
+    ...cmakeSources(path.join(root, 'core'), 'OUTBOX_CORE_SOURCES'),
+  ];
+}
+
+function publicInclude() {
+  return [path.join(repoRoot(), 'capi', 'include')];
+}
+
+function libraryIncludes() {
+  const root = repoRoot();
+  return [path.join(root, 'capi', 'include'), path.join(root, 'core')];
+}
+
+module.exports = { packageDir, repoRoot, addonSources, librarySources, publicInclude, libraryIncludes };
