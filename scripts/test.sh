@@ -79,6 +79,7 @@ suite "C examples under valgrind (memcheck)" valgrind_suite
 suite "PHP through FFI (DataStore, subscriber)" php_suite
 suite "Python ctypes against liboutbox.so" ctypes_suite
 suite "Node (node --test)" "$root/scripts/test_node.sh"
+suite "Python (pytest)" "$root/scripts/test_python.sh"
 
 echo
 echo "=== summary"

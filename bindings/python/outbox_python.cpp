@@ -1,0 +1,1069 @@
+// outbox._native: a mechanical pybind11 layer over the public C API (outbox.h) and nothing else.
+//
+// - One class per handle (Config, Db, Relay, Consumer, Message); the destructor calls the C
+//   destroy function. Every handle has a mutex, taken with the GIL released, so a handle shared
+//   between Python threads is used by one at a time (outbox.h: handles are not thread-safe).
+// - Every status becomes an exception of the class outbox/_errors.py registered for it, with
+//   the C message (outbox_last_error(), read on the thread that made the call).
+// - The GIL is released around every call that can block. Long waits are cut into slices of
+//   200 ms with PyErr_CheckSignals() between them; calls that cannot be sliced (relay run,
+//   consumer run, relay step) run on a worker thread while the caller's thread waits in slices,
+//   and a KeyboardInterrupt asks them to stop (outbox_*_stop), waits for them, then propagates.
+//
+// The Pythonic API (events, JSON, drivers, transactions, the consumer loop) is python/outbox/.
+#include <outbox.h>
+
+#include <libpq-fe.h>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace {
+
+constexpr int slice_ms = 200;
+
+// ----------------------------------------------------------------------------- errors
+
+// status (int) -> exception class; filled by outbox/_errors.py through _set_error_classes().
+// Leaked on purpose: it must not be destroyed after the interpreter is gone.
+py::dict &error_classes() {
+    static auto *classes = new py::dict();
+    return *classes;
+}
+
+struct Failure {
+    outbox_status status = OUTBOX_OK;
+    std::string message;
+    std::string sqlstate;
+    explicit operator bool() const { return status != OUTBOX_OK; }
+};
+
+// Reads the calling thread's last error; call it right after the failing outbox_* call.
+Failure failure(outbox_status st) {
+    Failure f;
+    f.status = st;
+    if (st != OUTBOX_OK) {
+        f.message = outbox_last_error();
+    }
+    return f;
+}
+
+py::str text(const char *s, size_t n) {
+    PyObject *o = PyUnicode_DecodeUTF8(s, static_cast<Py_ssize_t>(n), "replace");
+    if (o == nullptr) {
+        throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::str>(o);
+}
+py::str text(const std::string &s) {
+    return text(s.data(), s.size());
+}
+
+[[noreturn]] void throw_error(const Failure &f) {
+    py::object cls;
+    py::int_ key(static_cast<int>(f.status));
+    if (error_classes().contains(key)) {
+        cls = error_classes()[key];
+    } else {
+        cls = py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+        py::object exc = cls(text(std::string(outbox_status_name(f.status)) + ": " + f.message));
+        PyErr_SetObject(cls.ptr(), exc.ptr());
+        throw py::error_already_set();
+    }
+    py::object sqlstate = f.sqlstate.empty() ? py::object(py::none()) : py::object(py::str(f.sqlstate));
+    py::object exc = cls(text(f.message), "code"_a = outbox_status_name(f.status),
+                         "status"_a = static_cast<int>(f.status), "sqlstate"_a = sqlstate);
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+    throw py::error_already_set();
+}
+
+[[noreturn]] void throw_error(outbox_status st, std::string message) {
+    Failure f;
+    f.status = st;
+    f.message = std::move(message);
+    throw_error(f);
+}
+
+void check(const Failure &f) {
+    if (f) {
+        throw_error(f);
+    }
+}
+
+// Runs fn with the GIL released and `mu` held (the GIL is always released before a handle's
+// mutex is taken, never the other way round, so two threads cannot deadlock on the pair).
+template <typename Fn> auto locked(std::mutex &mu, Fn &&fn) {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lk(mu);
+    return fn();
+}
+
+// ----------------------------------------------------------------------------- strings
+
+// A Python str's UTF-8 (no copy). NUL bytes pass through: the C API rejects them by length.
+std::string_view utf8(py::handle o, const char *what) {
+    if (!PyUnicode_Check(o.ptr())) {
+        throw py::type_error(std::string(what) + " must be a str, not " + std::string(Py_TYPE(o.ptr())->tp_name));
+    }
+    Py_ssize_t n = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(o.ptr(), &n);
+    if (s == nullptr) {
+        PyErr_Clear();
+        throw_error(OUTBOX_ERR_INVALID_EVENT, std::string(what) + " is not valid UTF-8 (it holds a lone surrogate)");
+    }
+    return {s, static_cast<size_t>(n)};
+}
+
+// A C string from a Python str, refusing NUL (C APIs that take const char* would truncate).
+std::string cstr(py::handle o, const char *what) {
+    std::string_view v = utf8(o, what);
+    if (v.find('\0') != std::string_view::npos) {
+        throw_error(OUTBOX_ERR_INVALID_ARGUMENT, std::string(what) + " contains a NUL byte");
+    }
+    return std::string(v);
+}
+
+// A std::string argument handed to a C API as const char*: a NUL would silently truncate it.
+const std::string &no_nul(const std::string &s, const char *what) {
+    if (s.find('\0') != std::string::npos) {
+        throw_error(OUTBOX_ERR_INVALID_ARGUMENT, std::string(what) + " contains a NUL byte");
+    }
+    return s;
+}
+
+py::object opt_str(const char *s) {
+    return s != nullptr ? py::object(text(s, std::strlen(s))) : py::object(py::none());
+}
+
+// ----------------------------------------------------------------------------- interruptible waits
+
+// Runs `body` (returning a Failure captured on its own thread) on a worker thread, and waits for
+// it in slices with the GIL released; between slices, pending signal handlers run. When one
+// raises (Ctrl-C: KeyboardInterrupt), `stop` asks the body to finish what is in flight, the
+// worker is joined, and the exception propagates. Off the main thread (no signals there), the
+// body simply runs on the calling thread.
+Failure interruptible(bool on_main_thread, const std::function<Failure()> &body, const std::function<void()> &stop) {
+    if (!on_main_thread) {
+        py::gil_scoped_release nogil;
+        return body();
+    }
+    struct Shared {
+        std::mutex m;
+        std::condition_variable cv;
+        bool done = false;
+        Failure result;
+    };
+    auto shared = std::make_shared<Shared>();
+    std::thread worker([shared, body] {
+        Failure f = body();
+        std::lock_guard<std::mutex> lk(shared->m);
+        shared->result = std::move(f);
+        shared->done = true;
+        shared->cv.notify_all();
+    });
+    while (true) {
+        bool done = false;
+        {
+            py::gil_scoped_release nogil;
+            std::unique_lock<std::mutex> lk(shared->m);
+            done = shared->cv.wait_for(lk, std::chrono::milliseconds(slice_ms), [&] { return shared->done; });
+        }
+        if (done) {
+            break;
+        }
+        if (PyErr_CheckSignals() != 0) {
+            stop();
+            {
+                py::gil_scoped_release nogil;
+                worker.join();
+            }
+            throw py::error_already_set();
+        }
+    }
+    {
+        py::gil_scoped_release nogil;
+        worker.join();
+    }
+    std::lock_guard<std::mutex> lk(shared->m);
+    return shared->result;
+}
+
+// ----------------------------------------------------------------------------- logging
+
+// A Python callable(level: int, message: str) behind outbox_log_fn; called on whichever thread
+// runs the relay or consumer, so it takes the GIL itself.
+struct LogSink {
+    py::object fn;
+    static void call(outbox_log_level level, const char *message, void *user_data) {
+        auto *sink = static_cast<LogSink *>(user_data);
+        if (sink == nullptr || !Py_IsInitialized()) {
+            return;
+        }
+        py::gil_scoped_acquire gil;
+        try {
+            sink->fn(static_cast<int>(level), text(message, std::strlen(message)));
+        } catch (py::error_already_set &e) {
+            e.discard_as_unraisable("outbox log handler");
+        } catch (const std::exception &) {
+        }
+    }
+};
+
+// ----------------------------------------------------------------------------- Config
+
+class Config {
+  public:
+    Config() { check(failure(outbox_config_new(&h_))); }
+    ~Config() { outbox_config_free(h_); }
+    Config(const Config &) = delete;
+    Config &operator=(const Config &) = delete;
+
+    void set(py::handle key, py::handle value) {
+        std::string k = cstr(key, "configuration key");
+        std::string v = cstr(value, "configuration value");
+        check(failure(outbox_config_set(h_, k.c_str(), v.c_str())));
+    }
+    py::str get(py::handle key) const {
+        std::string k = cstr(key, "configuration key");
+        char *out = nullptr;
+        Failure f = failure(outbox_config_get(&out, h_, k.c_str()));
+        check(f);
+        py::str s = text(out, std::strlen(out));
+        outbox_string_free(out);
+        return s;
+    }
+    static py::list keys() {
+        py::list out;
+        for (size_t i = 0;; ++i) {
+            const char *key = nullptr;
+            const char *help = nullptr;
+            if (outbox_config_key(&key, &help, i) != OUTBOX_OK) {
+                break;
+            }
+            out.append(py::make_tuple(opt_str(key), opt_str(help)));
+        }
+        return out;
+    }
+    const outbox_config *get_handle() const { return h_; }
+
+  private:
+    outbox_config *h_ = nullptr;
+};
+
+const outbox_config *cfg_of(const Config *c) {
+    return c != nullptr ? c->get_handle() : nullptr;
+}
+
+// ----------------------------------------------------------------------------- events
+
+// Fields in the order the Python layer passes them (outbox/_events.py: _FIELDS).
+const char *const event_fields[] = {"aggregate_type",   "aggregate_id", "operation",   "payload",
+                                    "previous_payload", "metadata",     "user",        "event_type",
+                                    "idempotency_key",  "event_id",     "force_delete"};
+constexpr size_t event_field_count = sizeof event_fields / sizeof event_fields[0];
+
+struct EventHandle {
+    outbox_event *p = nullptr;
+    EventHandle() { check(failure(outbox_event_new(&p))); }
+    ~EventHandle() { outbox_event_free(p); }
+    EventHandle(const EventHandle &) = delete;
+    EventHandle &operator=(const EventHandle &) = delete;
+};
+
+// Fills an event from a tuple of str-or-None (force_delete: bool). GIL held: setters do not block.
+void fill_event(outbox_event *ev, const py::tuple &fields) {
+    if (fields.size() != event_field_count) {
+        throw py::value_error("event fields: expected a tuple of " + std::to_string(event_field_count));
+    }
+    for (size_t i = 0; i < event_field_count; ++i) {
+        py::handle v = fields[i];
+        if (v.is_none()) {
+            continue;
+        }
+        if (PyBool_Check(v.ptr())) {
+            const char *b = v.ptr() == Py_True ? "true" : "false";
+            check(failure(outbox_event_set(ev, event_fields[i], b)));
+            continue;
+        }
+        std::string_view s = utf8(v, event_fields[i]);
+        check(failure(outbox_event_set_n(ev, event_fields[i], s.data(), s.size())));
+    }
+}
+
+py::tuple written(const outbox_event *ev) {
+    return py::make_tuple(opt_str(outbox_event_id(ev)), opt_str(outbox_event_type(ev)), outbox_event_seq(ev));
+}
+
+py::tuple statement_tuple(outbox_statement *st) {
+    py::list params;
+    size_t n = outbox_statement_param_count(st);
+    for (size_t i = 0; i < n; ++i) {
+        params.append(opt_str(outbox_statement_param(st, i)));
+    }
+    return py::make_tuple(opt_str(outbox_statement_sql(st)), py::tuple(params));
+}
+
+// ----------------------------------------------------------------------------- Message
+
+class Message {
+  public:
+    Message(const outbox_message *h, bool owned) : h_(h), owned_(owned) {}
+    ~Message() { close(); }
+    Message(const Message &) = delete;
+    Message &operator=(const Message &) = delete;
+
+    void close() {
+        if (owned_) {
+            outbox_message_free(const_cast<outbox_message *>(h_));
+        }
+        h_ = nullptr;
+    }
+    bool closed() const { return h_ == nullptr; }
+    const outbox_message *handle() const {
+        if (h_ == nullptr) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
+                        "the message is closed (a message a handler receives is valid only during the call)");
+        }
+        return h_;
+    }
+    py::object field(const std::string &name) const {
+        return opt_str(outbox_message_field(handle(), no_nul(name, "field name").c_str()));
+    }
+    py::object property(const std::string &name) const {
+        return opt_str(outbox_message_property(handle(), no_nul(name, "property name").c_str()));
+    }
+    py::bytes body() const {
+        size_t n = 0;
+        const char *b = outbox_message_body(handle(), &n);
+        return py::bytes(b != nullptr ? b : "", n);
+    }
+    int64_t seq() const { return outbox_message_seq(handle()); }
+    bool redelivered() const { return outbox_message_redelivered(handle()) != 0; }
+    int64_t delivery_count() const { return outbox_message_delivery_count(handle()); }
+    int order() const { return static_cast<int>(outbox_message_order(handle())); }
+    int64_t previous_seq() const { return outbox_message_previous_seq(handle()); }
+    // Everything a Python Message reads, in one call (views die with their handler call).
+    py::dict snapshot() const {
+        const outbox_message *m = handle();
+        py::dict d;
+        for (const char *f : {"OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_ID", "AGGREGATE_TYPE", "OPERATION", "PAYLOAD",
+                              "PREVIOUS_PAYLOAD", "METADATA", "USER", "CREATED_AT"}) {
+            d[f] = opt_str(outbox_message_field(m, f));
+        }
+        d["body"] = body();
+        d["seq"] = outbox_message_seq(m);
+        d["redelivered"] = outbox_message_redelivered(m) != 0;
+        d["delivery_count"] = outbox_message_delivery_count(m);
+        d["order"] = static_cast<int>(outbox_message_order(m));
+        d["previous_seq"] = outbox_message_previous_seq(m);
+        d["routing_key"] = opt_str(outbox_message_property(m, "routing_key"));
+        return d;
+    }
+
+  private:
+    const outbox_message *h_;
+    bool owned_;
+};
+
+// ----------------------------------------------------------------------------- Db
+
+class Consumer;
+
+class Db {
+  public:
+    Db(outbox_db *h, bool owned, bool view = false) : h_(h), owned_(owned), view_(view) {}
+    ~Db() {
+        if (h_ != nullptr && !view_) {
+            outbox_db *h = h_;
+            h_ = nullptr;
+            if (owned_ && Py_IsInitialized() && PyGILState_Check()) {
+                py::gil_scoped_release nogil; // closing sends a Terminate message
+                outbox_db_close(h);
+            } else {
+                outbox_db_close(h);
+            }
+        }
+    }
+    Db(const Db &) = delete;
+    Db &operator=(const Db &) = delete;
+
+    static std::unique_ptr<Db> open(const std::string &conninfo, const Config *cfg) {
+        no_nul(conninfo, "connection URL");
+        outbox_db *h = nullptr;
+        Failure f;
+        {
+            py::gil_scoped_release nogil;
+            f = failure(outbox_db_open(&h, conninfo.c_str(), cfg_of(cfg)));
+        }
+        check(f);
+        return std::make_unique<Db>(h, true);
+    }
+    static std::unique_ptr<Db> wrap(uintptr_t pgconn, const Config *cfg) {
+        if (pgconn == 0) {
+            throw_error(OUTBOX_ERR_CONNECTION, "the connection is closed (no PGconn)");
+        }
+        outbox_db *h = nullptr;
+        check(failure(outbox_db_wrap(&h, reinterpret_cast<void *>(pgconn), cfg_of(cfg))));
+        return std::make_unique<Db>(h, false);
+    }
+
+    void close() {
+        if (view_) {
+            h_ = nullptr;
+            return;
+        }
+        outbox_db *h = nullptr;
+        locked(mu_, [&] {
+            h = h_;
+            h_ = nullptr;
+            outbox_db_close(h);
+            return 0;
+        });
+    }
+    void invalidate() { h_ = nullptr; }
+    bool closed() const { return h_ == nullptr; }
+    bool owned() const { return owned_; }
+    outbox_db *handle() const {
+        if (h_ == nullptr) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
+                        view_ ? "the handler's transaction is over (the Db a handler receives "
+                                "is valid only during the call)"
+                              : "the Db is closed");
+        }
+        if (busy_on_ == std::this_thread::get_id()) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
+                        "this Db is the consumer's run_native() connection: use the transaction the handler receives");
+        }
+        return h_;
+    }
+    void set_busy(std::thread::id id) { busy_on_ = id; }
+    std::mutex &mutex() { return mu_; }
+
+    uintptr_t pgconn() const { return reinterpret_cast<uintptr_t>(outbox_db_pgconn(handle())); }
+
+    void exec(const std::string &sql) {
+        no_nul(sql, "SQL");
+        outbox_db *h = handle();
+        check(locked(mu_, [&] { return failure(outbox_db_exec(h, sql.c_str())); }));
+    }
+    int tx_state() {
+        outbox_db *h = handle();
+        return locked(mu_, [&] { return static_cast<int>(outbox_db_tx_state(h)); });
+    }
+    int migrate(int target) {
+        outbox_db *h = handle();
+        int version = 0;
+        check(locked(mu_,
+                     [&] { return failure(outbox_migrate(&version, h, static_cast<outbox_migrate_target>(target))); }));
+        return version;
+    }
+    // begin: SQL run first when the connection is idle (a driver's BEGIN), or None.
+    py::tuple write(const py::tuple &fields, const py::object &begin) {
+        outbox_db *h = handle();
+        EventHandle ev;
+        fill_event(ev.p, fields);
+        std::optional<std::string> begin_sql;
+        if (!begin.is_none()) {
+            begin_sql = cstr(begin, "begin statement");
+        }
+        check(locked(mu_, [&] {
+            if (begin_sql && outbox_db_tx_state(h) == OUTBOX_TX_IDLE) {
+                Failure f = failure(outbox_db_exec(h, begin_sql->c_str()));
+                if (f) {
+                    return f;
+                }
+            }
+            return failure(outbox_write(h, ev.p));
+        }));
+        return written(ev.p);
+    }
+    py::tuple dedupe(const std::string &consumer, const std::string &event_id, const py::object &aggregate_type,
+                     const py::object &aggregate_id, int64_t seq) {
+        no_nul(consumer, "consumer name");
+        no_nul(event_id, "event id");
+        outbox_db *h = handle();
+        std::optional<std::string> at;
+        std::optional<std::string> ai;
+        if (!aggregate_type.is_none()) {
+            at = cstr(aggregate_type, "aggregate_type");
+        }
+        if (!aggregate_id.is_none()) {
+            ai = cstr(aggregate_id, "aggregate_id");
+        }
+        outbox_dedupe_result r;
+        outbox_dedupe_result_init(&r);
+        check(locked(mu_, [&] {
+            return failure(outbox_consumer_dedupe(&r, h, consumer.c_str(), event_id.c_str(), at ? at->c_str() : nullptr,
+                                                  ai ? ai->c_str() : nullptr, seq));
+        }));
+        return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
+    }
+    py::tuple dedupe_message(const Consumer &consumer, const Message &msg);
+    int64_t purge_inbox(int64_t older_than_s, int batch) {
+        outbox_db *h = handle();
+        int64_t deleted = 0;
+        check(locked(mu_, [&] { return failure(outbox_inbox_purge(&deleted, h, older_than_s, batch)); }));
+        return deleted;
+    }
+
+    // The caller's own SQL with text parameters, through libpq on the handle's PGconn (the way
+    // outbox.h says to run parameterised statements). Returns (rows, affected, status).
+    py::tuple execute(const std::string &sql, const py::sequence &params) {
+        no_nul(sql, "SQL");
+        outbox_db *h = handle();
+        std::vector<std::optional<std::string>> values;
+        values.reserve(static_cast<size_t>(py::len(params)));
+        for (py::handle p : params) {
+            if (p.is_none()) {
+                values.emplace_back(std::nullopt);
+            } else {
+                values.emplace_back(cstr(p, "parameter"));
+            }
+        }
+        std::vector<const char *> ptrs;
+        ptrs.reserve(values.size());
+        for (const auto &v : values) {
+            ptrs.push_back(v ? v->c_str() : nullptr);
+        }
+        PGresult *res = nullptr;
+        bool bad_conn = false;
+        std::string err;
+        locked(mu_, [&] {
+            auto *pg = static_cast<PGconn *>(outbox_db_pgconn(h));
+            res =
+                PQexecParams(pg, sql.c_str(), static_cast<int>(ptrs.size()), nullptr, ptrs.data(), nullptr, nullptr, 0);
+            ExecStatusType st = res != nullptr ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+            if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && st != PGRES_EMPTY_QUERY) {
+                err = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(pg);
+                bad_conn = PQstatus(pg) != CONNECTION_OK;
+            }
+            return 0;
+        });
+        std::unique_ptr<PGresult, void (*)(PGresult *)> guard(res, PQclear);
+        if (!err.empty() || res == nullptr) {
+            while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) {
+                err.pop_back();
+            }
+            Failure f;
+            f.status = bad_conn ? OUTBOX_ERR_CONNECTION : OUTBOX_ERR_DATABASE;
+            f.message = err.empty() ? "query failed" : err;
+            if (res != nullptr) {
+                const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+                f.sqlstate = ss != nullptr ? ss : "";
+            }
+            throw_error(f);
+        }
+        py::list rows;
+        const int nrows = PQntuples(res);
+        const int ncols = PQnfields(res);
+        for (int i = 0; i < nrows; ++i) {
+            py::tuple row(ncols);
+            for (int j = 0; j < ncols; ++j) {
+                if (PQgetisnull(res, i, j)) {
+                    row[static_cast<size_t>(j)] = py::none();
+                } else {
+                    row[static_cast<size_t>(j)] =
+                        text(PQgetvalue(res, i, j), static_cast<size_t>(PQgetlength(res, i, j)));
+                }
+            }
+            rows.append(std::move(row));
+        }
+        const char *affected = PQcmdTuples(res);
+        int64_t n = (affected != nullptr && *affected != '\0') ? std::stoll(affected) : -1;
+        return py::make_tuple(rows, n, opt_str(PQcmdStatus(res)));
+    }
+
+  private:
+    outbox_db *h_;
+    bool owned_;
+    bool view_;
+    std::mutex mu_;
+    std::atomic<std::thread::id> busy_on_{};
+};
+
+// The whole lend-and-write for a driver's PGconn in one call (the per-write hot path):
+// wrap, BEGIN when idle and the driver would have begun, write, release.
+py::tuple write_pgconn(uintptr_t pgconn, const Config *cfg, const py::tuple &fields, const py::object &begin) {
+    if (pgconn == 0) {
+        throw_error(OUTBOX_ERR_CONNECTION, "the connection is closed (no PGconn)");
+    }
+    EventHandle ev;
+    fill_event(ev.p, fields);
+    std::optional<std::string> begin_sql;
+    if (!begin.is_none()) {
+        begin_sql = cstr(begin, "begin statement");
+    }
+    const outbox_config *c = cfg_of(cfg);
+    Failure f;
+    {
+        py::gil_scoped_release nogil;
+        outbox_db *db = nullptr;
+        f = failure(outbox_db_wrap(&db, reinterpret_cast<void *>(pgconn), c));
+        if (!f && begin_sql && outbox_db_tx_state(db) == OUTBOX_TX_IDLE) {
+            f = failure(outbox_db_exec(db, begin_sql->c_str()));
+        }
+        if (!f) {
+            f = failure(outbox_write(db, ev.p));
+        }
+        outbox_db_close(db);
+    }
+    check(f);
+    return written(ev.p);
+}
+
+py::tuple render_write(const Config *cfg, const py::tuple &fields) {
+    EventHandle ev;
+    fill_event(ev.p, fields);
+    outbox_statement *st = nullptr;
+    check(failure(outbox_render_write(&st, cfg_of(cfg), ev.p)));
+    std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> guard(st, outbox_statement_free);
+    py::tuple s = statement_tuple(st);
+    return py::make_tuple(s[0], s[1], opt_str(outbox_event_id(ev.p)), opt_str(outbox_event_type(ev.p)));
+}
+
+py::tuple render_dedupe(const Config *cfg, const std::string &consumer, const std::string &event_id,
+                        const py::object &aggregate_type, const py::object &aggregate_id, int64_t seq) {
+    no_nul(consumer, "consumer name");
+    no_nul(event_id, "event id");
+    std::optional<std::string> at;
+    std::optional<std::string> ai;
+    if (!aggregate_type.is_none()) {
+        at = cstr(aggregate_type, "aggregate_type");
+    }
+    if (!aggregate_id.is_none()) {
+        ai = cstr(aggregate_id, "aggregate_id");
+    }
+    outbox_statement *st = nullptr;
+    check(failure(outbox_render_dedupe(&st, cfg_of(cfg), consumer.c_str(), event_id.c_str(), at ? at->c_str() : nullptr,
+                                       ai ? ai->c_str() : nullptr, seq)));
+    std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> guard(st, outbox_statement_free);
+    return statement_tuple(st);
+}
+
+// ----------------------------------------------------------------------------- Relay
+
+py::tuple stats_tuple(const outbox_relay_stats &s) {
+    return py::make_tuple(s.claimed, s.published, s.failed, s.dead, s.held_back, s.unroutable, s.nacked, s.unconfirmed,
+                          s.claim_us, s.publish_us, s.mark_us, s.total_us, s.blocked != 0);
+}
+
+class Relay {
+  public:
+    Relay(const Config &cfg, py::object log) {
+        check(failure(outbox_relay_new(&h_, cfg.get_handle())));
+        if (!log.is_none()) {
+            sink_ = std::make_unique<LogSink>(LogSink{std::move(log)});
+            check(failure(outbox_relay_set_logger(h_, &LogSink::call, sink_.get())));
+        }
+    }
+    ~Relay() { close(); }
+    Relay(const Relay &) = delete;
+    Relay &operator=(const Relay &) = delete;
+
+    void close() {
+        if (h_ == nullptr) {
+            return;
+        }
+        {
+            py::gil_scoped_release nogil;
+            std::lock_guard<std::mutex> lk(mu_);
+            std::lock_guard<std::mutex> slk(stop_mu_);
+            outbox_relay_free(h_); // closes both connections
+            h_ = nullptr;
+        }
+        sink_.reset();
+    }
+    outbox_relay *handle() const {
+        if (h_ == nullptr) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT, "the relay is closed");
+        }
+        return h_;
+    }
+
+    py::tuple step(bool on_main_thread) {
+        outbox_relay *h = handle();
+        outbox_relay_stats stats;
+        outbox_relay_stats_init(&stats);
+        std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+        {
+            py::gil_scoped_release nogil;
+            lk.lock();
+        }
+        bool interrupted = false;
+        Failure f;
+        try {
+            f = interruptible(
+                on_main_thread, [&] { return failure(outbox_relay_step(h, &stats)); },
+                [&] {
+                    interrupted = true;
+                    outbox_relay_stop(h);
+                });
+        } catch (py::error_already_set &) {
+            if (interrupted) {
+                outbox_relay_reset(h); // our own stop request: the step finished what was in flight
+            }
+            throw;
+        }
+        check(f);
+        return stats_tuple(stats);
+    }
+    void run(bool on_main_thread) {
+        outbox_relay *h = handle();
+        std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+        {
+            py::gil_scoped_release nogil;
+            lk.lock();
+        }
+        bool interrupted = false;
+        Failure f;
+        try {
+            f = interruptible(
+                on_main_thread, [&] { return failure(outbox_relay_run(h)); },
+                [&] {
+                    interrupted = true;
+                    outbox_relay_stop(h);
+                });
+        } catch (py::error_already_set &) {
+            if (interrupted) {
+                outbox_relay_reset(h); // our own stop: the relay can run again
+            }
+            throw;
+        }
+        check(f);
+    }
+    void stop() {
+        std::lock_guard<std::mutex> lk(stop_mu_); // never held long: safe to take with the GIL
+        outbox_relay_stop(h_);
+    }
+    void reset() {
+        outbox_relay *h = handle();
+        check(locked(mu_, [&] { return failure(outbox_relay_reset(h)); }));
+    }
+
+  private:
+    outbox_relay *h_ = nullptr;
+    std::mutex mu_;
+    std::mutex stop_mu_;
+    std::unique_ptr<LogSink> sink_;
+};
+
+// ----------------------------------------------------------------------------- Consumer
+
+class Consumer {
+  public:
+    Consumer(const Config &cfg, const std::string &name, py::object log) {
+        no_nul(name, "consumer name");
+        check(failure(outbox_consumer_new(&h_, cfg.get_handle(), name.c_str())));
+        if (!log.is_none()) {
+            sink_ = std::make_unique<LogSink>(LogSink{std::move(log)});
+            check(failure(outbox_consumer_set_logger(h_, &LogSink::call, sink_.get())));
+        }
+    }
+    ~Consumer() { close(); }
+    Consumer(const Consumer &) = delete;
+    Consumer &operator=(const Consumer &) = delete;
+
+    void close() {
+        if (h_ == nullptr) {
+            return;
+        }
+        {
+            py::gil_scoped_release nogil;
+            std::lock_guard<std::mutex> lk(mu_);
+            std::lock_guard<std::mutex> slk(stop_mu_);
+            outbox_consumer_free(h_);
+            h_ = nullptr;
+        }
+        sink_.reset();
+    }
+    outbox_consumer *handle() const {
+        if (h_ == nullptr) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT, "the consumer is closed");
+        }
+        if (running_on_ == std::this_thread::get_id()) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
+                        "the consumer cannot be used from inside its own run_native() handler (the run loop acks)");
+        }
+        return h_;
+    }
+
+    void connect() {
+        outbox_consumer *h = handle();
+        check(locked(mu_, [&] { return failure(outbox_consumer_connect(h)); }));
+    }
+
+    // Waits up to timeout_ms (< 0: until a message or a stop) in slices; None on timeout.
+    std::unique_ptr<Message> next(int64_t timeout_ms) {
+        outbox_consumer *h = handle();
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+        while (true) {
+            int wait = slice_ms;
+            if (timeout_ms >= 0) {
+                auto left =
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+                        .count();
+                wait = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, slice_ms)));
+            }
+            outbox_message *m = nullptr;
+            Failure f = locked(mu_, [&] { return failure(outbox_consumer_next(&m, h, wait)); });
+            if (!f) {
+                return std::make_unique<Message>(m, true);
+            }
+            if (f.status != OUTBOX_ERR_TIMEOUT) {
+                throw_error(f);
+            }
+            if (PyErr_CheckSignals() != 0) {
+                throw py::error_already_set();
+            }
+            if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) {
+                return nullptr;
+            }
+        }
+    }
+    void ack(const Message &msg) {
+        outbox_consumer *h = handle();
+        const outbox_message *m = msg.handle();
+        check(locked(mu_, [&] { return failure(outbox_consumer_ack(h, m)); }));
+    }
+    void nack(const Message &msg, bool requeue) {
+        outbox_consumer *h = handle();
+        const outbox_message *m = msg.handle();
+        check(locked(mu_, [&] { return failure(outbox_consumer_nack(h, m, requeue ? 1 : 0)); }));
+    }
+    void dead_letter(const Message &msg, const py::str &reason) {
+        outbox_consumer *h = handle();
+        const outbox_message *m = msg.handle();
+        std::string why = cstr(reason, "reason");
+        check(locked(mu_, [&] { return failure(outbox_consumer_dead_letter(h, m, why.c_str())); }));
+    }
+
+    // outbox_consumer_run with a trampoline into a Python handler(message, tx) on the library's
+    // transaction; the Message and Db the handler gets are views, valid during the call only.
+    void run_native(py::object handler, Db *db, bool on_main_thread) {
+        outbox_consumer *h = handle();
+        outbox_db *dbh = db != nullptr ? db->handle() : nullptr;
+        struct Ctx {
+            py::object handler;
+        } ctx{std::move(handler)};
+        auto trampoline = [](outbox_db *tx, const outbox_message *msg, void *user_data) -> int {
+            auto *c = static_cast<Ctx *>(user_data);
+            py::gil_scoped_acquire gil;
+            py::object pdb = py::cast(std::make_unique<Db>(tx, false, true));
+            py::object pmsg = py::cast(std::make_unique<Message>(msg, false));
+            int rc = 0;
+            try {
+                c->handler(pmsg, pdb);
+            } catch (py::error_already_set &e) {
+                std::string why;
+                try {
+                    why = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
+                          py::str(e.value()).cast<std::string>();
+                } catch (...) {
+                    why = "handler raised an exception";
+                }
+                outbox_handler_error(why.c_str());
+                rc = 1;
+            } catch (const std::exception &e) {
+                outbox_handler_error(e.what());
+                rc = 1;
+            }
+            pdb.cast<Db &>().invalidate();
+            pmsg.cast<Message &>().close();
+            return rc;
+        };
+        std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
+        std::unique_lock<std::mutex> dblk;
+        {
+            py::gil_scoped_release nogil;
+            lk.lock();
+            if (db != nullptr) {
+                dblk = std::unique_lock<std::mutex>(db->mutex());
+            }
+        }
+        bool interrupted = false;
+        Failure f;
+        try {
+            f = interruptible(
+                on_main_thread,
+                [&] {
+                    running_on_ = std::this_thread::get_id();
+                    if (db != nullptr) {
+                        db->set_busy(std::this_thread::get_id());
+                    }
+                    outbox_status st = outbox_consumer_run(h, dbh, trampoline, &ctx);
+                    Failure r = failure(st);
+                    running_on_ = std::thread::id();
+                    if (db != nullptr) {
+                        db->set_busy(std::thread::id());
+                    }
+                    return r;
+                },
+                [&] {
+                    interrupted = true;
+                    outbox_consumer_stop(h);
+                });
+        } catch (py::error_already_set &) {
+            if (interrupted) {
+                outbox_consumer_reset(h);
+            }
+            throw;
+        }
+        check(f);
+    }
+    void stop() {
+        std::lock_guard<std::mutex> lk(stop_mu_);
+        outbox_consumer_stop(h_);
+    }
+    void reset() {
+        outbox_consumer *h = handle();
+        check(locked(mu_, [&] { return failure(outbox_consumer_reset(h)); }));
+    }
+    const outbox_consumer *raw() const { return handle(); }
+
+  private:
+    outbox_consumer *h_ = nullptr;
+    std::mutex mu_;
+    std::mutex stop_mu_;
+    std::unique_ptr<LogSink> sink_;
+    std::atomic<std::thread::id> running_on_{};
+};
+
+py::tuple Db::dedupe_message(const Consumer &consumer, const Message &msg) {
+    outbox_db *h = handle();
+    const outbox_consumer *c = consumer.raw();
+    const outbox_message *m = msg.handle();
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    check(locked(mu_, [&] { return failure(outbox_consumer_dedupe_message(&r, h, c, m)); }));
+    return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
+}
+
+// ----------------------------------------------------------------------------- libpq identity
+
+// The address of PQlibVersion in the libpq this module uses. Two libpq copies in one process
+// have different addresses; a PGconn* is only meaningful to the copy that made it.
+uintptr_t libpq_address() {
+    return reinterpret_cast<uintptr_t>(&PQlibVersion);
+}
+
+// The address of PQlibVersion as seen from an already loaded shared object (a driver's
+// extension module): dlsym on its handle searches it and its dependencies. 0 when not loaded.
+uintptr_t libpq_address_in(const std::string &path) {
+    void *h = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (h == nullptr) {
+        return 0;
+    }
+    void *sym = dlsym(h, "PQlibVersion");
+    dlclose(h);
+    return reinterpret_cast<uintptr_t>(sym);
+}
+
+// The file a code address belongs to (for error messages).
+std::string library_path(uintptr_t address) {
+    Dl_info info{};
+    if (address != 0 && dladdr(reinterpret_cast<void *>(address), &info) != 0 && info.dli_fname != nullptr) {
+        return info.dli_fname;
+    }
+    return "";
+}
+
+} // namespace
+
+PYBIND11_MODULE(_native, m) {
+    m.doc() = "outbox._native: the pybind11 layer over liboutbox's C API (use the `outbox` package instead)";
+
+    m.def("version", [] { return std::string(outbox_version()); });
+    m.def("version_number", &outbox_version_number);
+    m.def("status_name", [](int st) { return std::string(outbox_status_name(static_cast<outbox_status>(st))); });
+    m.def("_set_error_classes", [](py::dict classes) {
+        error_classes().clear();
+        for (auto item : classes) {
+            error_classes()[item.first] = item.second;
+        }
+    });
+    m.def("libpq_version", &PQlibVersion);
+    m.def("libpq_address", &libpq_address);
+    m.def("libpq_address_in", &libpq_address_in, "path"_a);
+    m.def("library_path", &library_path, "address"_a);
+
+    py::class_<Config>(m, "Config")
+        .def(py::init<>())
+        .def("set", &Config::set, "key"_a, "value"_a)
+        .def("get", &Config::get, "key"_a)
+        .def_static("keys", &Config::keys);
+
+    py::class_<Message>(m, "Message")
+        .def("close", &Message::close)
+        .def_property_readonly("closed", &Message::closed)
+        .def("field", &Message::field, "name"_a)
+        .def("property", &Message::property, "name"_a)
+        .def("body", &Message::body)
+        .def("seq", &Message::seq)
+        .def("redelivered", &Message::redelivered)
+        .def("delivery_count", &Message::delivery_count)
+        .def("order", &Message::order)
+        .def("previous_seq", &Message::previous_seq)
+        .def("snapshot", &Message::snapshot);
+
+    py::class_<Db>(m, "Db")
+        .def_static("open", &Db::open, "conninfo"_a, "config"_a = nullptr)
+        .def_static("wrap", &Db::wrap, "pgconn"_a, "config"_a = nullptr)
+        .def("close", &Db::close)
+        .def_property_readonly("closed", &Db::closed)
+        .def_property_readonly("owned", &Db::owned)
+        .def("pgconn", &Db::pgconn)
+        .def("exec", &Db::exec, "sql"_a)
+        .def("tx_state", &Db::tx_state)
+        .def("migrate", &Db::migrate, "target"_a)
+        .def("write", &Db::write, "fields"_a, "begin"_a = py::none())
+        .def("dedupe", &Db::dedupe, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a)
+        .def("dedupe_message", &Db::dedupe_message, "consumer"_a, "message"_a)
+        .def("purge_inbox", &Db::purge_inbox, "older_than_s"_a, "batch"_a)
+        .def("execute", &Db::execute, "sql"_a, "params"_a);
+
+    m.def("write_pgconn", &write_pgconn, "pgconn"_a, "config"_a, "fields"_a, "begin"_a);
+    m.def("render_write", &render_write, "config"_a, "fields"_a);
+    m.def("render_dedupe", &render_dedupe, "config"_a, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a,
+          "seq"_a);
+
+    py::class_<Relay>(m, "Relay")
+        .def(py::init<const Config &, py::object>(), "config"_a, "log"_a = py::none())
+        .def("close", &Relay::close)
+        .def("step", &Relay::step, "on_main_thread"_a)
+        .def("run", &Relay::run, "on_main_thread"_a)
+        .def("stop", &Relay::stop)
+        .def("reset", &Relay::reset);
+
+    py::class_<Consumer>(m, "Consumer")
+        .def(py::init<const Config &, const std::string &, py::object>(), "config"_a, "name"_a, "log"_a = py::none())
+        .def("close", &Consumer::close)
+        .def("connect", &Consumer::connect)
+        .def("next", &Consumer::next, "timeout_ms"_a)
+        .def("ack", &Consumer::ack, "message"_a)
+        .def("nack", &Consumer::nack, "message"_a, "requeue"_a)
+        .def("dead_letter", &Consumer::dead_letter, "message"_a, "reason"_a)
+        .def("run_native", &Consumer::run_native, "handler"_a, "db"_a, "on_main_thread"_a)
+        .def("stop", &Consumer::stop)
+        .def("reset", &Consumer::reset);
+}

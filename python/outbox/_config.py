@@ -1,0 +1,129 @@
+"""Configuration: the library's string key/value options (``outbox_config_set``)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
+
+from . import _native
+
+__all__ = ["Config", "ConfigLike", "config_keys"]
+
+
+def _text(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    if isinstance(value, Mapping) and key == "event.type_map":
+        return ",".join(f"{k}={v}" for k, v in value.items())
+    raise TypeError(f"configuration value for {key!r} must be a str, int, float or bool, not {type(value).__name__}")
+
+
+class Config(MutableMapping[str, str]):
+    """Options by key, validated as they are set, e.g.::
+
+        cfg = outbox.Config({"outbox.schema": "shop", "event.type_map": {"PRD": "Product"}})
+        cfg["relay.batch_size"] = 200
+
+    Values may be str, int, float or bool (``True`` -> ``"true"``); ``event.type_map`` also takes
+    a dict. An unknown key raises :class:`outbox.UnknownKey`, a bad value
+    :class:`outbox.InvalidArgument`, and the configuration is left unchanged. Reading a key gives
+    its current value (URLs with passwords read back as ``"***"``). ``outbox.config_keys()``
+    lists every key with its help text.
+
+    Every function and class that takes ``config=`` accepts a ``Config``, a plain mapping, or None
+    (the defaults); handles copy the configuration when they are made.
+    """
+
+    __slots__ = ("_values", "_native")
+
+    def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
+        if _:
+            raise TypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
+        self._values: Dict[str, str] = {}
+        self._native = _native.Config()
+        if options:
+            for k, v in options.items():
+                self[k] = v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        text = _text(key, value)
+        self._native.set(key, text)
+        self._values[key] = text
+
+    def __getitem__(self, key: str) -> str:
+        return str(self._native.get(key))
+
+    def __delitem__(self, key: str) -> None:
+        # Back to the default: rebuild from the remaining values.
+        if key not in self._values:
+            raise KeyError(key)
+        del self._values[key]
+        native = _native.Config()
+        for k, v in self._values.items():
+            native.set(k, v)
+        self._native = native
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        """Iterates over the keys that were set (not the defaults; see ``outbox.config_keys()``)."""
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if "url" in k else v) for k, v in self._values.items()}
+        return f"outbox.Config({shown!r})"
+
+    def copy(self) -> "Config":
+        return Config(self._values)
+
+    def setdefault_value(self, key: str, value: Optional[str]) -> None:
+        """Sets `key` unless it was set already (None: leave unset)."""
+        if key not in self._values and value:
+            self[key] = value
+
+    @property
+    def native(self) -> "_native.Config":
+        return self._native
+
+
+ConfigLike = Union[Config, Mapping[str, Any], None]
+
+
+def as_config(config: ConfigLike) -> Optional[Config]:
+    if config is None or isinstance(config, Config):
+        return config
+    if isinstance(config, Mapping):
+        return Config(config)
+    raise TypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
+
+
+def native_config(config: ConfigLike) -> Optional["_native.Config"]:
+    c = as_config(config)
+    return c.native if c is not None else None
+
+
+def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str], *, need_pg: bool, need_amqp: bool) -> Config:
+    """A copy of `config` with pg.url / amqp.url from the arguments, else the configuration,
+    else OUTBOX_PG_URL / OUTBOX_AMQP_URL."""
+    c = as_config(config)
+    c = c.copy() if c is not None else Config()
+    if pg_url:
+        c["pg.url"] = pg_url
+    if amqp_url:
+        c["amqp.url"] = amqp_url
+    if need_pg:
+        c.setdefault_value("pg.url", os.environ.get("OUTBOX_PG_URL"))
+    if need_amqp:
+        c.setdefault_value("amqp.url", os.environ.get("OUTBOX_AMQP_URL"))
+    return c
+
+
+def config_keys() -> List[Tuple[str, str]]:
+    """Every configuration key the library knows, with its help text (defaults included)."""
+    return [(str(k), str(h)) for k, h in _native.Config.keys()]

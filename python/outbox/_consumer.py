@@ -1,0 +1,552 @@
+"""Consumers: each subscriber's own durable queue, messages, and the exactly-once run loop."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, Optional
+
+from . import _native
+from ._config import Config, ConfigLike, with_urls
+from ._db import Db, DedupeResult, Order, _dedupe_on
+from ._errors import ConnectionLost, InvalidArgument, Stopped
+from ._relay import LoggerLike, _on_main_thread, log_sink
+
+__all__ = ["Consumer", "Message", "Handler"]
+
+_log = logging.getLogger("outbox.consumer")
+
+#: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back and redeliver.
+Handler = Callable[["Message", Any], Any]
+
+
+class Message:
+    """One delivered event: the documents' envelope, decoded.
+
+    ``payload``, ``previous_payload`` and ``metadata`` are parsed JSON (dicts); their exact text
+    is in ``payload_json`` etc.; ``body`` is the raw message body (bytes). A message from
+    :meth:`Consumer.next` or iteration must be acknowledged (:meth:`ack`, after your
+    transaction committed), rejected (:meth:`nack`) or dead-lettered; :meth:`Consumer.run` does
+    that for you. Use it as a context manager (or :meth:`close`) to free it promptly.
+    """
+
+    __slots__ = ("_native", "_consumer", "_s", "_parsed", "_settled", "dedupe", "__weakref__")
+
+    def __init__(self, native: "_native.Message", consumer: Optional["Consumer"]) -> None:
+        self._native: Optional[_native.Message] = native
+        self._consumer = consumer
+        self._s: Dict[str, Any] = native.snapshot()
+        self._parsed: Dict[str, Any] = {}
+        self._settled: Optional[str] = None
+        #: What the run loop's (or your) dedupe found, once it ran.
+        self.dedupe: Optional[DedupeResult] = None
+
+    def _handle(self) -> "_native.Message":
+        n = self._native
+        if n is None or n.closed:
+            raise InvalidArgument("the message is closed")
+        return n
+
+    # -- envelope fields
+    @property
+    def id(self) -> str:
+        """OUTBOX_ID: the event's id (also the AMQP message_id)."""
+        return self._s["OUTBOX_ID"]
+
+    @property
+    def event_type(self) -> str:
+        return self._s["EVENT_TYPE"]
+
+    @property
+    def aggregate_type(self) -> str:
+        return self._s["AGGREGATE_TYPE"]
+
+    @property
+    def aggregate_id(self) -> str:
+        return self._s["AGGREGATE_ID"]
+
+    @property
+    def operation(self) -> Optional[str]:
+        return self._s["OPERATION"]
+
+    @property
+    def user(self) -> Optional[str]:
+        return self._s["USER"]
+
+    @property
+    def created_at(self) -> Optional[str]:
+        """CREATED_AT as sent: ``YYYYMMDDHHMMSS`` in UTC."""
+        return self._s["CREATED_AT"]
+
+    def _json(self, key: str) -> Any:
+        if key not in self._parsed:
+            text = self._s[key]
+            self._parsed[key] = json.loads(text) if text is not None else None
+        return self._parsed[key]
+
+    @property
+    def payload(self) -> Any:
+        return self._json("PAYLOAD")
+
+    @property
+    def payload_json(self) -> str:
+        return self._s["PAYLOAD"]
+
+    @property
+    def previous_payload(self) -> Any:
+        return self._json("PREVIOUS_PAYLOAD")
+
+    @property
+    def previous_payload_json(self) -> Optional[str]:
+        return self._s["PREVIOUS_PAYLOAD"]
+
+    @property
+    def metadata(self) -> Any:
+        return self._json("METADATA")
+
+    @property
+    def metadata_json(self) -> Optional[str]:
+        return self._s["METADATA"]
+
+    @property
+    def body(self) -> bytes:
+        """The raw message body (the envelope as published, byte for byte)."""
+        return self._s["body"]
+
+    def envelope(self) -> Dict[str, Any]:
+        """The whole body parsed as JSON."""
+        return json.loads(self._s["body"])
+
+    # -- delivery
+    @property
+    def seq(self) -> int:
+        """The per-aggregate sequence number (header outbox-seq), 0 when absent."""
+        return self._s["seq"]
+
+    @property
+    def redelivered(self) -> bool:
+        return self._s["redelivered"]
+
+    @property
+    def delivery_count(self) -> int:
+        """Earlier deliveries of this message (quorum queues), or -1 when the queue does not say."""
+        return self._s["delivery_count"]
+
+    @property
+    def routing_key(self) -> Optional[str]:
+        return self._s["routing_key"]
+
+    @property
+    def order(self) -> Order:
+        """Order within its aggregate, once deduplicated."""
+        if self.dedupe is not None:
+            return self.dedupe.order
+        return Order(self._s["order"])
+
+    @property
+    def previous_seq(self) -> int:
+        if self.dedupe is not None:
+            return self.dedupe.previous_seq
+        return self._s["previous_seq"]
+
+    def field(self, name: str) -> Optional[str]:
+        """An envelope field by name (objects as their JSON text), None when absent or null."""
+        if name in self._s and name.isupper():
+            return self._s[name]
+        return self._handle().field(name)
+
+    def property(self, name: str) -> Optional[str]:
+        """An AMQP property (``message_id``, ``type``, ``content_type``, ``routing_key``,
+        ``exchange``, ``timestamp``...) or a header by name (``outbox-seq``, ``traceparent``),
+        as text; None when absent."""
+        if name == "routing_key":
+            return self._s["routing_key"]
+        return self._handle().property(name)
+
+    header = property
+
+    # -- settlement
+    def _owner(self) -> "Consumer":
+        if self._consumer is None:
+            raise InvalidArgument("this message has no consumer to acknowledge to")
+        return self._consumer
+
+    def ack(self) -> None:
+        """Acknowledges: the broker forgets the message. Call after your transaction committed."""
+        self._owner().ack(self)
+
+    def nack(self, requeue: bool = True) -> None:
+        """Rejects; ``requeue`` redelivers it (counting a delivery)."""
+        self._owner().nack(self, requeue=requeue)
+
+    def dead_letter(self, reason: str) -> None:
+        """Sends it to the dead-letter queue with ``reason`` (header x-outbox-dead-reason), then acks."""
+        self._owner().dead_letter(self, reason)
+
+    def close(self) -> None:
+        n, self._native = self._native, None
+        if n is not None:
+            n.close()
+
+    def __enter__(self) -> "Message":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<outbox.Message {self.event_type} {self.aggregate_type}:{self.aggregate_id} "
+            f"seq={self.seq} id={self.id}>"
+        )
+
+
+class Consumer:
+    """A subscriber: its own durable queue bound to the exchange (``outbox_consumer_*``).
+
+    The queue (``consumer.queue``, default the name; a quorum queue by default) gets a
+    dead-letter queue ``<queue>.dead``. Messages that are not events are dead-lettered at once.
+
+    Exactly-once effect, in your own transaction and with your own psycopg connection::
+
+        def handle(event: outbox.Message, conn: psycopg.Connection) -> None:
+            conn.execute("INSERT INTO analytics (id, kind) VALUES (%s, %s)", (event.id, event.event_type))
+
+        with outbox.Consumer("analytics-writer") as consumer, psycopg.connect(url) as conn:
+            consumer.run(handle, conn)          # until stop() or Ctrl-C
+
+    Or iterate (and acknowledge yourself, after committing)::
+
+        for msg in consumer:
+            with msg:
+                ...
+                msg.ack()
+
+    Args:
+        name: the consumer's name (its queue's default name, and its inbox key).
+        config: options (``amqp.exchange``, ``consumer.delivery_limit``, ``consumer.prefetch``...).
+        amqp_url, pg_url: default ``amqp.url``/``pg.url``, else OUTBOX_AMQP_URL / OUTBOX_PG_URL.
+        logger: a ``logging.Logger`` (default ``outbox.consumer``), a callable(level, message), or False.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: ConfigLike = None,
+        *,
+        amqp_url: Optional[str] = None,
+        pg_url: Optional[str] = None,
+        logger: LoggerLike = None,
+    ) -> None:
+        self._name = str(name)
+        self._config: Config = with_urls(config, pg_url, amqp_url, need_pg=True, need_amqp=True)
+        self._native: Optional[_native.Consumer] = _native.Consumer(
+            self._config.native, self._name, log_sink(logger, "outbox.consumer")
+        )
+        self._attempts: Dict[str, int] = {}
+        self._quorum = self._config["consumer.queue_type"] == "quorum"
+        self._stop_requested = threading.Event()
+
+    # -- properties
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def delivery_limit(self) -> int:
+        """Deliveries of a failing message before it is dead-lettered (``consumer.delivery_limit``)."""
+        return int(self._config["consumer.delivery_limit"])
+
+    def _handle(self) -> "_native.Consumer":
+        n = self._native
+        if n is None:
+            raise InvalidArgument("the consumer is closed")
+        return n
+
+    # -- plumbing
+    def connect(self) -> None:
+        """Declares the topology and starts consuming now (otherwise the first next/run does)."""
+        self._handle().connect()
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Message]:
+        """Waits for the next event, at most ``timeout`` seconds (None: until one comes).
+
+        Waits in 200 ms slices with the GIL released; Ctrl-C raises KeyboardInterrupt (a
+        message received but not returned stays unacknowledged and is redelivered).
+
+        Returns:
+            the :class:`Message`, or None when the timeout ran out.
+        Raises:
+            Stopped: after :meth:`stop`.
+        """
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        n = self._handle().next(ms)
+        return Message(n, self) if n is not None else None
+
+    def __iter__(self) -> Iterator[Message]:
+        """Yields messages until :meth:`stop`; acknowledge each one yourself."""
+        while True:
+            try:
+                msg = self.next()
+            except Stopped:
+                return
+            if msg is not None:
+                yield msg
+
+    @staticmethod
+    def _settle(message: Message, how: str) -> None:
+        if message._settled is not None:
+            raise InvalidArgument(f"the message was already settled ({message._settled})")
+        message._settled = how
+
+    def ack(self, message: Message) -> None:
+        """Acknowledges a message (after your transaction committed)."""
+        h, m = self._handle(), message._handle()
+        self._settle(message, "acked")
+        h.ack(m)
+        self._attempts.pop(message.id, None)
+
+    def nack(self, message: Message, requeue: bool = True) -> None:
+        """Rejects a message; ``requeue`` redelivers it."""
+        h, m = self._handle(), message._handle()
+        self._settle(message, "nacked")
+        h.nack(m, bool(requeue))
+
+    def dead_letter(self, message: Message, reason: str) -> None:
+        """Sends a message to ``<queue>.dead`` with ``reason`` in header x-outbox-dead-reason, then acks it."""
+        h, m = self._handle(), message._handle()
+        self._settle(message, "dead-lettered")
+        try:
+            h.dead_letter(m, str(reason))
+        except BaseException:
+            message._settled = None  # not settled: it stays queued (the library says so)
+            raise
+        self._attempts.pop(message.id, None)
+
+    def dedupe(self, conn: Any, message: Message) -> DedupeResult:
+        """Records the message in the inbox in ``conn``'s current transaction (one is begun the
+        driver's way when none is open); see :func:`outbox.dedupe`."""
+        if isinstance(conn, Db):
+            return _dedupe_on(conn, self, message)
+        with Db.wrap(conn, config=self._config) as db:
+            return _dedupe_on(db, self, message)
+
+    def stop(self) -> None:
+        """Asks ``next``/``run``/iteration to return. Safe from any thread and from signal handlers."""
+        self._stop_requested.set()
+        n = self._native
+        if n is not None:
+            n.stop()
+
+    def reset(self) -> None:
+        """Clears a stop request so the consumer can be used again."""
+        self._stop_requested.clear()
+        self._handle().reset()
+
+    def close(self) -> None:
+        """Stops and disconnects; unacknowledged messages return to the queue. Idempotent."""
+        n, self._native = self._native, None
+        if n is not None:
+            n.stop()
+            n.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<outbox.Consumer {self._name!r} {'closed' if self._native is None else 'open'}>"
+
+    # -- the run loop
+    def _attempt(self, msg: Message) -> int:
+        if self._quorum and msg.delivery_count >= 0:
+            return msg.delivery_count + 1
+        return self._attempts.get(msg.id, 0) + 1
+
+    def _failed(self, msg: Message, exc: BaseException) -> None:
+        if msg._settled is not None:
+            return  # the handler settled it itself
+        attempt = self._attempt(msg)
+        reason = f"{type(exc).__name__}: {exc}"
+        if attempt >= self.delivery_limit:
+            _log.warning("consumer %s: event %s failed %d time(s), dead-lettering: %s", self._name, msg.id, attempt, reason)
+            self.dead_letter(msg, f"handler failed {attempt} time(s): {reason}")
+        else:
+            _log.warning("consumer %s: event %s failed (attempt %d), redelivering: %s", self._name, msg.id, attempt, reason)
+            if len(self._attempts) > 100000:
+                self._attempts.clear()
+            self._attempts[msg.id] = self._attempts.get(msg.id, 0) + 1
+            self.nack(msg, requeue=True)
+
+    def _process(self, handler: Handler, conn: Any, db: Db, msg: Message) -> bool:
+        """One message: BEGIN, dedupe, handler, COMMIT, ack. True when the handler ran and committed."""
+        driver = db._driver
+        h = db._handle()
+        try:
+            driver.begin(h)
+            res = _dedupe_on(db, self, msg)
+            msg.dedupe = res
+        except BaseException:
+            # Not the handler's fault: nothing committed, the message goes back to the queue.
+            _settle_quietly(lambda: driver.rollback(h))
+            _settle_quietly(lambda: self.nack(msg, requeue=True))
+            raise
+        if not res.first_time:
+            try:
+                driver.commit(h)
+            except BaseException:
+                _settle_quietly(lambda: driver.rollback(h))
+                _settle_quietly(lambda: self.nack(msg, requeue=True))
+                raise
+            _log.info("consumer %s: event %s was already processed; acknowledged without running the handler",
+                      self._name, msg.id)
+            self.ack(msg)
+            return False
+        try:
+            handler(msg, conn)
+            driver.commit(h)
+        except Exception as exc:
+            _settle_quietly(lambda: driver.rollback(h))
+            if isinstance(exc, ConnectionLost) or _broken(db):
+                _settle_quietly(lambda: self.nack(msg, requeue=True))
+                raise
+            self._failed(msg, exc)
+            return False
+        except BaseException:  # KeyboardInterrupt, SystemExit: roll back, give the message back
+            _settle_quietly(lambda: driver.rollback(h))
+            _settle_quietly(lambda: self.nack(msg, requeue=True))
+            raise
+        if msg._settled is None:  # (a handler that settled the message itself keeps its choice)
+            self.ack(msg)  # only after the commit; a redelivery after a lost ack is deduplicated
+        return True
+
+    def run(
+        self,
+        handler: Handler,
+        conn: Any = None,
+        *,
+        limit: Optional[int] = None,
+        idle_timeout: Optional[float] = None,
+    ) -> int:
+        """Handles events with an exactly-once effect until :meth:`stop`, Ctrl-C, ``limit`` or
+        ``idle_timeout``.
+
+        For each event, on ``conn``: BEGIN, record it in the inbox (a redelivered, already
+        processed event is acknowledged without calling the handler), ``handler(message, conn)``
+        with your own statements on ``conn``, COMMIT, then ack. When the handler raises, the
+        transaction is rolled back and the message redelivered; after ``consumer.delivery_limit``
+        attempts it goes to the dead-letter queue with the exception in x-outbox-dead-reason.
+
+        Args:
+            handler: ``handler(message, conn)``; its return value is ignored.
+            conn: a psycopg 3 or psycopg2 connection (not inside a transaction), or an
+                :class:`outbox.Db`; None opens a connection from ``pg.url``/OUTBOX_PG_URL (the
+                handler then gets an :class:`outbox.Db`).
+            limit: return after this many events were handled (committed).
+            idle_timeout: return after this many seconds without a message.
+        Returns:
+            the number of events handled.
+        Raises:
+            KeyboardInterrupt: on Ctrl-C, after rolling back the event in progress (it is redelivered).
+            ConnectionLost: the lent connection broke (the message is redelivered).
+        """
+        own = conn is None
+        if own:
+            conn = Db.open(config=self._config)
+        db = conn if isinstance(conn, Db) else Db.wrap(conn, config=self._config)
+        if db.tx_state.name not in ("IDLE",):
+            raise InvalidArgument("Consumer.run() needs a connection that is not inside a transaction")
+        handled = 0
+        backoff = 0.1
+        try:
+            while limit is None or handled < limit:
+                try:
+                    msg = self.next(idle_timeout)
+                except Stopped:
+                    break
+                if msg is None:
+                    break
+                try:
+                    with msg:
+                        if self._process(handler, conn, db, msg):
+                            handled += 1
+                    backoff = 0.1
+                except ConnectionLost as exc:
+                    if not own:
+                        raise  # a lent connection cannot be reopened here
+                    # The library's own connection: reopen it, as outbox_consumer_run does.
+                    _log.warning("consumer %s: %s; reconnecting in %.1f s", self._name, exc, backoff)
+                    db.close()
+                    conn = db = self._reopen(backoff)
+                    if db is None:
+                        break
+                    backoff = min(backoff * 2, 30.0)
+        finally:
+            if db is not None:
+                if db is not conn or own:
+                    db.close()
+        return handled
+
+    def _reopen(self, backoff: float) -> Optional[Db]:
+        """Reopens the run loop's own connection with backoff; None when stopped meanwhile."""
+        while True:
+            deadline = time.monotonic() + backoff
+            while time.monotonic() < deadline:
+                if self._stop_requested.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
+                    return None
+            try:
+                return Db.open(config=self._config)
+            except ConnectionLost as exc:
+                backoff = min(backoff * 2, 30.0)
+                _log.warning("consumer %s: %s; retrying in %.1f s", self._name, exc, backoff)
+
+    def run_native(self, handler: Callable[[Message, Db], Any], db: Optional[Db] = None) -> None:
+        """Runs the C library's own loop (``outbox_consumer_run``) until :meth:`stop` or Ctrl-C.
+
+        The handler is called as ``handler(message, tx)`` inside the library's transaction:
+        ``tx`` is an :class:`outbox.Db` view of the library's connection (``tx.execute(...)``,
+        ``tx.write(...)``), valid only during the call. Dedupe, commit, ack, redelivery and
+        dead-lettering are the library's. ``db`` None: the library opens (and reopens) its own
+        connection from ``pg.url``. Prefer :meth:`run`, which lets the handler use your own
+        psycopg connection.
+        """
+
+        def trampoline(nmsg: "_native.Message", ndb: "_native.Db") -> None:
+            msg = Message(nmsg, None)
+            tx = Db.__new__(Db)
+            from ._db import _Owned
+
+            tx._native, tx._config, tx._ptr = ndb, self._config, 0
+            tx._driver = _Owned(tx)
+            try:
+                handler(msg, tx)
+            except Exception:
+                _log.warning("consumer %s: handler failed for event %s", self._name, msg.id, exc_info=True)
+                raise
+            finally:
+                tx._native = None
+
+        self._handle().run_native(trampoline, db._handle() if db is not None else None, _on_main_thread())
+
+
+def _broken(db: Db) -> bool:
+    """True when the connection is gone: not the handler's fault, do not count the attempt."""
+    try:
+        return db.tx_state.name == "UNKNOWN"
+    except Exception:
+        return True
+
+
+def _settle_quietly(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception as exc:  # the original exception matters more
+        _log.debug("outbox: cleanup step failed: %s", exc)

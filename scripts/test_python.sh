@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The Python package's suite: installs ./python into the venv <repo>/.run/venv the way a user does
+# (pip install, non-editable: scikit-build-core drives the project's CMake), then runs its pytest
+# suite from outside the source tree, against real PostgreSQL and RabbitMQ.
+# Expects the services up and OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/test.sh does both;
+# the local services' URLs are the defaults). Exits non-zero when a test fails or none ran.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$OUTBOX_REPO_ROOT
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,6p' "$0"; exit 0; fi
+
+: "${OUTBOX_PG_URL:=$OUTBOX_LOCAL_PG_URL}"
+: "${OUTBOX_AMQP_URL:=$OUTBOX_LOCAL_AMQP_URL}"
+export OUTBOX_PG_URL OUTBOX_AMQP_URL
+unset PYTHONPATH PYTHONHOME
+
+venv=$OUTBOX_RUN_DIR/venv
+if [[ ! -x "$venv/bin/python" ]]; then
+  outbox_log "creating $venv"
+  "${OUTBOX_PYTHON:-python3}" -m venv "$venv"
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
+fi
+py=$venv/bin/python
+pip_q() { "$py" -m pip install --disable-pip-version-check -q "$@"; }
+
+outbox_log "test dependencies"
+# The pure psycopg loads the system libpq, and psycopg2 is built from source against it: only
+# then may their connections be lent to the library (never psycopg[binary] or psycopg2-binary).
+pip_q pytest "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
+pip_q --no-binary psycopg2 "psycopg2>=2.8"
+if "$py" -c 'import psycopg.pq as p, sys; sys.exit(p.__impl__ != "python")'; then :; else
+  outbox_die "psycopg in $venv is not the pure-Python implementation (a psycopg[binary]/[c] extra is installed)"
+fi
+# The binary wheels, kept apart (pip --target), for the test that their connections are refused.
+binary=$OUTBOX_RUN_DIR/py-binary
+psycopg_version=$("$py" -c 'import psycopg; print(psycopg.__version__)')
+if [[ ! -f "$binary/.ok-$psycopg_version" ]]; then
+  rm -rf "$binary"
+  pip_q --target "$binary" "psycopg-binary==$psycopg_version" psycopg2-binary
+  touch "$binary/.ok-$psycopg_version"
+fi
+export OUTBOX_PY_BINARY_WHEELS=$binary
+
+outbox_log "pip install ./python (build tree cached in .run/python-build)"
+start=$SECONDS
+pip_q --force-reinstall --no-deps "$root/python" -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
+outbox_log "installed in $((SECONDS - start)) s: $("$py" -c 'import outbox; print(outbox.__file__)')"
+
+# From a directory outside python/, so `import outbox` is the installed package.
+work=$OUTBOX_RUN_DIR/pytest
+mkdir -p "$work"
+cd "$work"
+rc=0
+"$py" -m pytest -q -p no:cacheprovider --rootdir "$root/python" "$root/python/tests" "$@" || rc=$?
+if [[ $rc == 5 ]]; then
+  echo "test_python.sh: pytest collected no tests" >&2
+  exit 1
+fi
+exit "$rc"
