@@ -37,9 +37,9 @@ Statement render(const Config &cfg, const Key &key, bool check_order) {
     const std::string inbox = cfg.inbox_qualified();
     const std::string positions = ident::qualified(cfg.schema, cfg.inbox_table + "_positions");
     const bool track = check_order && key.seq > 0 && !key.aggregate_type.empty();
-    std::string sql = "WITH v AS (SELECT CAST($1 AS text) AS consumer, CAST($2 AS uuid) AS outbox_id,"
+    std::string sql = "WITH v AS (SELECT CAST($1 AS text) AS consumer, CAST(CAST($2 AS text) AS uuid) AS outbox_id,"
                       " CAST($3 AS text) AS aggregate_type, CAST($4 AS text) AS aggregate_id,"
-                      " CAST($5 AS bigint) AS seq),"
+                      " CAST(CAST($5 AS text) AS bigint) AS seq),"
                       " ins AS (INSERT INTO " +
                       inbox +
                       " (consumer, outbox_id, aggregate_type, aggregate_id, seq)"

@@ -7,7 +7,8 @@ namespace {
 
 std::string write_sql_dollar(const Config &cfg) {
     // Parameters appear once each and in order, so the text converts 1:1 to '?' placeholders.
-    // Every parameter is CAST so any driver can send them untyped.
+    // Every parameter is declared text (CAST($n AS text), then converted), so drivers that
+    // prepare on the server and bind strictly typed values (asyncpg) accept the strings too.
     return "WITH s AS (INSERT INTO " + cfg.aggregates_qualified() +
            " AS a (aggregate_type, aggregate_id, last_seq) VALUES (CAST($1 AS text), CAST($2 AS text), 1)"
            " ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq = a.last_seq + 1"
@@ -16,9 +17,9 @@ std::string write_sql_dollar(const Config &cfg) {
            cfg.outbox_qualified() +
            " (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload, previous_payload,"
            " metadata, actor, created_at, next_attempt_at, idempotency_key) "
-           "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST($3 AS uuid), CAST($4 AS text),"
-           " CAST($5 AS text), CAST($6 AS json), CAST($7 AS json), CAST($8 AS json), CAST($9 AS text),"
-           " CAST($10 AS timestamptz), now(), CAST($11 AS text) FROM s" +
+           "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST(CAST($3 AS text) AS uuid), CAST($4 AS text),"
+           " CAST($5 AS text), CAST(CAST($6 AS text) AS json), CAST(CAST($7 AS text) AS json), CAST(CAST($8 AS text) AS json), CAST($9 AS text),"
+           " CAST(CAST($10 AS text) AS timestamptz), now(), CAST($11 AS text) FROM s" +
            // The channel is a validated identifier, so it is safe as a literal here; the same
            // payload within one transaction is delivered once, at commit.
            (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n" : std::string()) +

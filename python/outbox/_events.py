@@ -217,17 +217,13 @@ assert _JSON_ORDER == ("payload", "previous_payload", "metadata") and _FIELDS[10
 
 
 _DOLLAR = re.compile(r"\$(\d+)")
-_TYPED = re.compile(r"CAST\(\$(\d+) AS (\w+)\)")
 
 
 def convert_placeholders(sql: str, params: Sequence[Optional[str]], placeholders: str) -> Tuple[str, Any]:
     """Converts a `$n` statement (each parameter used once, in order) to another paramstyle.
 
-    Every parameter is text. The library renders ``CAST($n AS type)``, from which a server-side
-    prepare infers ``$n`` as ``type``; drivers that bind strictly typed values (asyncpg) would
-    then refuse text for a timestamptz or bigint. ``CAST(CAST($n AS text) AS type)`` declares
-    the parameter as text and keeps the same conversion, for every driver."""
-    sql = _TYPED.sub(lambda m: f"CAST(CAST(${m.group(1)} AS text) AS {m.group(2)})", sql)
+    Every parameter is text: the library renders ``CAST(CAST($n AS text) AS type)``, so drivers
+    that prepare on the server and bind strictly typed values (asyncpg) accept the strings too."""
     if placeholders == "dollar":
         return sql, tuple(params)
     if placeholders == "qmark":
