@@ -4,7 +4,8 @@
 # example (a product row and its ProductCreated event in one transaction) built against the
 # installed library with pkg-config; the `outbox relay` daemon publishes the events to the fanout
 # exchange, and two C subscribers (search-indexer, cache-invalidator) apply each event exactly once
-# through their inbox, even when it is delivered twice.
+# through their inbox, even when it is delivered twice; a Python order service writes through
+# psycopg and a Python analytics-writer consumes (import outbox).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -55,6 +56,17 @@ for f in search-indexer cache-invalidator; do
   for _ in $(seq 100); do grep -q waiting "$logs/$f.log" 2>/dev/null && break; sleep 0.1; done
 done
 
+echo "=== a Python subscriber (analytics-writer, import outbox) in its own venv"
+venv=$OUTBOX_RUN_DIR/venv
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg>=3.1"
+"$venv/bin/python" -m pip install --disable-pip-version-check -q --no-deps "$root/python" \
+  -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
+"$root/scripts/services.sh" rabbitmqctl delete_queue analytics-writer >/dev/null 2>&1 || true
+"$venv/bin/python" "$root/examples/python/analytics_writer.py" --count 4 >"$logs/analytics-writer.log" 2>&1 &
+py_sub=$!; pids+=("$py_sub")
+for _ in $(seq 100); do grep -q waiting "$logs/analytics-writer.log" 2>/dev/null && break; sleep 0.1; done
+
 echo "=== the relay daemon (outbox relay)"
 outbox relay --schema demo --log-format text >"$logs/relay.log" 2>&1 &
 relay_pid=$!; pids+=("$relay_pid")
@@ -63,7 +75,10 @@ echo "=== three writes: each a product row and its ProductCreated event in one t
 for name in "Widget Pro" "Gadget Max" "Doohickey Mini"; do
   "$build/writer" "$OUTBOX_PG_URL" "$name"
 done
-wait_for "SELECT count(*) FROM demo.outbox_inbox" 6 30
+echo "=== a Python order service: an order row and its OrderCreated event in one psycopg transaction"
+"$venv/bin/python" "$root/examples/python/order_service.py" --count 1
+wait_for "SELECT count(*) FROM demo.outbox_inbox WHERE consumer <> 'analytics-writer'" 8 30
+wait "$py_sub"
 
 echo "=== a redelivery: event of product 1 put back to PENDING, as after a relay crash before marking"
 q "UPDATE demo.outbox SET status = 'PENDING', published_at = NULL WHERE aggregate_id = '1'" >/dev/null
@@ -75,7 +90,7 @@ echo "published twice; the subscribers' inboxes recognised the duplicate:"
   -c "SELECT count(*) AS cache_invalidations FROM demo.cache_invalidations"
 
 echo "=== what the subscribers did"
-cat "$logs/search-indexer.log" "$logs/cache-invalidator.log"
+cat "$logs/search-indexer.log" "$logs/cache-invalidator.log" "$logs/analytics-writer.log"
 echo "=== the first message on the wire (outbox tail)"
 wait "$tail_pid"
 sed -n '1,/^}/p' "$logs/tail.out"
