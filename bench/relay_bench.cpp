@@ -9,6 +9,9 @@
 //   R-w1  the same relay with relay.window=1 on a small backlog: what confirm pipelining buys.
 //   S     the documents' publishPendingEvents loop: SELECT 100 PENDING ORDER BY created_at, then per event
 //         basic.publish (persistent, no confirms) and an autocommit UPDATE; without the documents' sleep(1).
+//   C     consumer throughput: the consumer runtime (public C API) handling the same N messages, each in
+//         its own transaction with one effect row (BEGIN, effect, COMMIT, ack), once with
+//         outbox_consumer_dedupe_message in that transaction and once without; target dedupe/plain >= 0.8.
 //   W     write throughput: `writers` threads, each with its own outbox_db_open connection, one event per
 //         transaction (BEGIN, outbox_write, COMMIT), with write.notify=false and then write.notify=true,
 //         while a LISTEN connection (standing in for the relay) drains the notifications.
@@ -126,10 +129,11 @@ struct Options {
     int per_aggregate = 1; // events per aggregate in the relay backlog (seq 1..k)
     long seed_events = -1; // S backlog; default events / 10
     long w1_events = -1;   // R-w1 backlog; default events / 100
+    long consume_events = -1; // C: messages per consumer; default events / 20
     bool quick = false;
     bool keep = false;
     bool enforce_target = false;
-    std::string only = "B,R,R-w1,S,W";
+    std::string only = "B,R,R-w1,S,W,C";
     std::string json_file;
     std::string steps_csv; // per-step relay stats, for looking into a slow relay
 };
@@ -148,7 +152,8 @@ void usage(FILE *to) {
                      "  --w-slices N        split each write scenario into N slices, run interleaved off, on, on,\n"
                      "                      off, ... so background load hits both alike (default 10; --quick 4)\n"
                      "  --quick             small sizes: 5000 events, 2000 writes\n"
-                     "  --only LIST         scenarios to run, comma-separated from B,R,R-nojit,R-pinned,R-w1,S,W\n"
+                     "  --only LIST         scenarios to run, comma-separated from B,R,R-nojit,R-pinned,R-w1,S,W,C\n"
+                     "  --consume-events N  C: messages each consumer handles (default events/20)\n"
                      "                      (default B,R,R-w1,S,W; R-nojit, R-pinned are diagnostics)\n"
                      "  --json FILE         also write the figures as JSON to FILE\n"
                      "  --steps-csv FILE    write every relay step's outbox_relay_stats to FILE\n"
@@ -193,6 +198,8 @@ Options parse_options(int argc, char **argv) {
             o.per_aggregate = static_cast<int>(parse_long(a, value(), 1, 1000000));
         } else if (a == "--seed-events") {
             o.seed_events = parse_long(a, value(), 1, 100000000);
+        } else if (a == "--consume-events") {
+            o.consume_events = parse_long(a, value(), 1, 100000000);
         } else if (a == "--w1-events") {
             o.w1_events = parse_long(a, value(), 1, 100000000);
         } else if (a == "--writers") {
@@ -233,6 +240,9 @@ Options parse_options(int argc, char **argv) {
         if (!slices_set) {
             o.w_slices = 4;
         }
+    }
+    if (o.consume_events < 0) {
+        o.consume_events = std::max(200L, o.events / 20);
     }
     if (o.seed_events < 0) {
         o.seed_events = std::max(100L, o.events / 10);
@@ -1407,6 +1417,67 @@ void write_json(const Run &run, const Options &o, const std::string &pg_version,
 
 // ---------------------------------------------------------------------------------------------- main
 
+// ---------------------------------------------------------------------------------------------- C
+
+// One consumer draining `count` messages: per message BEGIN, [dedupe,] one effect row, COMMIT, ack.
+Row run_consumer(Run &run, const std::string &name, long count, bool dedupe) {
+    outbox_config *cfg = nullptr;
+    outbox_config_new(&cfg);
+    outbox_config_set(cfg, "amqp.url", run.amqp_url.c_str());
+    outbox_config_set(cfg, "amqp.exchange", run.exchange.c_str());
+    outbox_config_set(cfg, "outbox.schema", run.schema.c_str());
+    outbox_config_set(cfg, "consumer.queue_type", "classic");
+    outbox_config_set(cfg, "consumer.prefetch", "256");
+    outbox_db *db = nullptr;
+    outbox_consumer *c = nullptr;
+    if (outbox_db_open(&db, run.pg_url.c_str(), cfg) != OUTBOX_OK ||
+        outbox_consumer_new(&c, cfg, name.c_str()) != OUTBOX_OK ||
+        outbox_migrate(nullptr, db, OUTBOX_MIGRATE_INBOX) != OUTBOX_OK) {
+        throw std::runtime_error(std::string("C: ") + outbox_last_error());
+    }
+    const std::string effect = "INSERT INTO \"" + run.schema + "\".bench_effects (consumer, outbox_id) VALUES ($1, $2)";
+    auto *pg = static_cast<PGconn *>(outbox_db_pgconn(db));
+    long handled = 0;
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    while (handled < count) {
+        check_interrupt();
+        outbox_message *m = nullptr;
+        outbox_status st = outbox_consumer_next(&m, c, 5000);
+        if (st != OUTBOX_OK) {
+            throw std::runtime_error("C: " + name + " got " + std::to_string(handled) + " of " +
+                                     std::to_string(count) + ": " + outbox_last_error());
+        }
+        outbox_db_exec(db, "BEGIN");
+        bool first = true;
+        if (dedupe) {
+            outbox_dedupe_result r;
+            outbox_dedupe_result_init(&r);
+            if (outbox_consumer_dedupe_message(&r, db, c, m) != OUTBOX_OK) {
+                throw std::runtime_error(std::string("C: dedupe: ") + outbox_last_error());
+            }
+            first = r.first_time != 0;
+        }
+        if (first) {
+            const char *vals[] = {name.c_str(), outbox_message_field(m, "OUTBOX_ID")};
+            PQclear(PQexecParams(pg, effect.c_str(), 2, nullptr, vals, nullptr, nullptr, 0));
+        }
+        if (outbox_db_exec(db, "COMMIT") != OUTBOX_OK || outbox_consumer_ack(c, m) != OUTBOX_OK) {
+            throw std::runtime_error(std::string("C: ") + outbox_last_error());
+        }
+        outbox_message_free(m);
+        ++handled;
+    }
+    Row r;
+    r.seconds = seconds_between(t0, Clock::now());
+    r.client_cpu_s = cpu_seconds() - cpu0;
+    r.events = handled;
+    outbox_consumer_free(c);
+    outbox_db_close(db);
+    outbox_config_free(cfg);
+    return r;
+}
+
 int run_bench(const Options &o) {
     const auto wall0 = Clock::now();
     Run run;
@@ -1587,6 +1658,66 @@ int run_bench(const Options &o) {
         s.target = "the real loop sleeps 1 s per 100: ≤ 100/s";
         run.rows.push_back(s);
         admin.purge(run.queue);
+    }
+    if (wanted(o, "C")) {
+        // Both consumers' queues exist before one publish of N messages reaches them both.
+        progress("C: two consumers (with and without dedupe), " + std::to_string(o.consume_events) + " messages each");
+        pg.exec("CREATE TABLE IF NOT EXISTS \"" + run.schema +
+                "\".bench_effects (consumer text NOT NULL, outbox_id text NOT NULL)");
+        const std::string names[2] = {"bench-dedupe-" + run.exchange, "bench-plain-" + run.exchange};
+        for (const auto &n : names) {
+            outbox_config *cfg = nullptr;
+            outbox_consumer *c = nullptr;
+            outbox_config_new(&cfg);
+            outbox_config_set(cfg, "amqp.url", run.amqp_url.c_str());
+            outbox_config_set(cfg, "amqp.exchange", run.exchange.c_str());
+            outbox_config_set(cfg, "consumer.queue_type", "classic");
+            outbox_consumer_new(&c, cfg, n.c_str());
+            if (outbox_consumer_connect(c) != OUTBOX_OK) {
+                throw std::runtime_error(std::string("C: ") + outbox_last_error());
+            }
+            outbox_consumer_free(c);
+            outbox_config_free(cfg);
+        }
+        Generator gc = gr;
+        gc.code = 0x0004;
+        gc.prefix = 'c';
+        gc.count = o.consume_events;
+        gc.aggregates = gc.count;
+        run_baseline(run, o, gc);
+        admin.purge(run.queue);
+        pg.exec("CHECKPOINT");
+        // Interleaved plain, dedupe, dedupe, plain (half the messages each time), so drift in the
+        // machine's load hits both alike; each consumer drains its own queue of all N messages.
+        const long first_half = gc.count / 2;
+        Row p1 = run_consumer(run, names[1], first_half, false);
+        Row d1 = run_consumer(run, names[0], first_half, true);
+        Row d2 = run_consumer(run, names[0], gc.count - first_half, true);
+        Row p2 = run_consumer(run, names[1], gc.count - first_half, false);
+        Row plain = p1;
+        plain.events += p2.events;
+        plain.seconds += p2.seconds;
+        plain.client_cpu_s += p2.client_cpu_s;
+        Row dd = d1;
+        dd.events += d2.events;
+        dd.seconds += d2.seconds;
+        dd.client_cpu_s += d2.client_cpu_s;
+        plain.key = "C-plain";
+        plain.what = "C: consumer runtime, one transaction per message, without dedupe";
+        dd.key = "C-dedupe";
+        dd.what = "C: the same consumer with outbox_consumer_dedupe_message in the transaction";
+        dd.ratio_value = dd.rate() / plain.rate();
+        dd.ratio = "dedupe/plain = " + fixed(dd.ratio_value, 2);
+        dd.target = std::string("≥ 0.8: ") + (dd.ratio_value >= 0.8 ? "PASS" : "MISS");
+        auto effects = pg.query("SELECT count(DISTINCT outbox_id) FROM \"" + run.schema + "\".bench_effects");
+        expect(run, effects->get(0, 0) == std::to_string(gc.count),
+               "C: every message had its effect (" + effects->get(0, 0) + " distinct)");
+        run.rows.push_back(plain);
+        run.rows.push_back(dd);
+        for (const auto &n : names) {
+            admin.delete_queue(n);
+            admin.delete_queue(n + ".dead");
+        }
     }
     if (wanted(o, "W")) {
         // Slices of both modes interleaved off, on, on, off, off, on, ... (ABBA): a burst of background
