@@ -795,7 +795,9 @@ TEST_F(RelayRobustnessTest, RecoversFromLostConnectionsWithoutLosingEvents) {
             },
             10s))
             << "no backend named " << cfg.relay_name;
-        EXPECT_EQ(killed, 1);
+        // The relay has one session, and a second one while it claims the next batch ahead.
+        EXPECT_GE(killed, 1);
+        EXPECT_LE(killed, 2);
         EXPECT_TRUE(eventually([&] { return connects("PostgreSQL") > before; }, 10s))
             << "the relay did not reconnect to PostgreSQL:" << join_lines(relay.log());
     }
