@@ -90,7 +90,7 @@ Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_orde
     if (conn.tx_status() == PQTRANS_INERROR) {
         fail(Errc::transaction, "the caller's transaction is aborted; roll it back before deduplicating");
     }
-    pg::Result r = conn.exec(st.sql, st.params);
+    pg::Result r = conn.exec_cached(st.sql, st.params);
     std::optional<int64_t> previous;
     if (!r.is_null(0, 1)) {
         previous = r.get_int(0, 1);

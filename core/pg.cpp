@@ -110,7 +110,7 @@ Conn Conn::wrap(PGconn *conn) {
     return Conn(conn, false);
 }
 
-Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_) { o.c_ = nullptr; }
+Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_), prepared_(std::move(o.prepared_)) { o.c_ = nullptr; }
 
 Conn &Conn::operator=(Conn &&o) noexcept {
     if (this != &o) {
@@ -119,6 +119,7 @@ Conn &Conn::operator=(Conn &&o) noexcept {
         }
         c_ = o.c_;
         owned_ = o.owned_;
+        prepared_ = std::move(o.prepared_);
         o.c_ = nullptr;
     }
     return *this;
@@ -167,6 +168,37 @@ Result Conn::exec(const std::string &sql, const Params &params) {
     }
     PGresult *r = PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
                                nullptr, 0);
+    ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        Result holder(r);
+        raise(r, "query failed");
+    }
+    return Result(r);
+}
+
+Result Conn::exec_cached(const std::string &sql, const Params &params) {
+    if (!owned_) {
+        return exec(sql, params);
+    }
+    check_usable();
+    auto it = prepared_.find(sql);
+    if (it == prepared_.end()) {
+        std::string name = "outbox_stmt_" + std::to_string(prepared_.size() + 1);
+        PGresult *r = PQprepare(c_, name.c_str(), sql.c_str(), static_cast<int>(params.size()), nullptr);
+        if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) {
+            Result holder(r);
+            raise(r, "prepare failed");
+        }
+        PQclear(r);
+        it = prepared_.emplace(sql, std::move(name)).first;
+    }
+    std::vector<const char *> values;
+    values.reserve(params.size());
+    for (const auto &p : params) {
+        values.push_back(p ? p->c_str() : nullptr);
+    }
+    PGresult *r = PQexecPrepared(c_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                                 nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         Result holder(r);

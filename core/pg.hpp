@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace outbox::pg {
@@ -62,6 +63,10 @@ class Conn {
 
     // Runs one statement with parameters; throws Error on any failure.
     Result exec(const std::string &sql, const Params &params = {});
+    // As exec(), but on a connection the library owns the statement is prepared once and reused,
+    // which saves parsing and planning a complex statement on every call. A lent connection is
+    // the caller's: nothing is left prepared on it (a DISCARD ALL there would break us).
+    Result exec_cached(const std::string &sql, const Params &params);
     // Runs a simple (possibly multi-statement) query without parameters.
     Result exec_simple(const std::string &sql);
 
@@ -80,6 +85,7 @@ class Conn {
     void check_usable() const;
     PGconn *c_ = nullptr;
     bool owned_ = false;
+    std::unordered_map<std::string, std::string> prepared_; // SQL text -> statement name
 };
 
 // Errc for an SQLSTATE (e.g. 23505 -> duplicate, 08xxx -> connection, 42P01 -> schema).
