@@ -539,6 +539,72 @@ OUTBOX_API outbox_order outbox_message_order(const outbox_message *msg);
 OUTBOX_API int64_t outbox_message_previous_seq(const outbox_message *msg);
 /**@}*/
 
+/** @name Operations
+ * Operator tools over the outbox table (the `outbox stats`, `retry-failed`, `purge` and `replay`
+ * commands call these). Each is bounded by an index, so it stays fast on a table of millions of
+ * rows. Like every call on an outbox_db, they use its connection: one thread at a time per
+ * handle; different handles may be used from different threads at once.
+ */
+/**@{*/
+/**
+ * Reads the outbox's operating figures as one JSON object: "pending", "pending_due", "failed",
+ * "published_last_minute", "published_last_hour" (exact counts over partial indexes),
+ * "oldest_pending_age_s", "last_published_age_s" (seconds or null), "lag_s" (seconds since the
+ * oldest due PENDING event became due), "total_estimate" and "published_estimate" (planner
+ * estimates from pg_class.reltuples, named in the "estimates" array: never a full count),
+ * "relay_health" ("idle", "ok" or "lagging": lag over 60 s) and "per_aggregate_type" (an array of
+ * {"aggregate_type","pending","failed"}). New members may be added; none is removed or retyped.
+ * A JSON string keeps the ABI stable as figures are added, with no struct layout to version.
+ * @param[out] json_out the JSON text (owned: free with outbox_string_free()); NULL on failure.
+ * @return OUTBOX_OK, OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA (missing table),
+ *         OUTBOX_ERR_TRANSACTION (the connection's transaction is aborted),
+ *         OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_stats(char **json_out, outbox_db *db);
+/**
+ * Puts FAILED events back to PENDING, due now (next_attempt_at = now()); their retry_count and
+ * error_message are kept as history. One statement: atomic, in the caller's transaction if one
+ * is open.
+ * @param[out] moved how many events were moved (may be NULL); 0 on failure.
+ * @param aggregate_type only events of this aggregate type; NULL: any.
+ * @param event_id only this event (a UUID); NULL: any.
+ * @param max_retries only events with retry_count < max_retries; <= 0: any.
+ * @return OUTBOX_OK (also when nothing matched), OUTBOX_ERR_INVALID_ARGUMENT (db NULL, event_id
+ *         not a UUID), OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA,
+ *         OUTBOX_ERR_TRANSACTION.
+ */
+OUTBOX_API outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, const char *aggregate_type,
+                                             const char *event_id, int max_retries);
+/**
+ * Deletes PUBLISHED events published more than older_than_s seconds ago (the cutoff is fixed
+ * when the call starts), `batch` rows per DELETE, each its own short transaction, until none is
+ * left. Never deletes a PENDING or FAILED event; writers and relays go on meanwhile. Must be
+ * called outside a transaction.
+ * @param[out] deleted how many rows were deleted (may be NULL); on failure, how many were deleted
+ *             (and committed) before it.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s < 0, batch <= 0),
+ *         OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
+ */
+OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
+/**
+ * Republishes the history of one aggregate: its events with seq >= from_seq, whatever their
+ * status, in seq order, on a connection of its own to amqp.url and amqp.exchange, with publisher
+ * confirms, each marked with the header outbox-replay = "true". The rows are not changed.
+ * Subscribers see duplicates of events they had; their dedupe (inbox) skips them unless they
+ * deduplicate under another consumer name. Blocks until every message is confirmed.
+ * @param[out] published how many messages the broker confirmed (may be NULL).
+ * @param cfg where to publish (amqp.* keys) and which table to read; NULL: the db handle's config.
+ * @param from_seq the first seq to replay; <= 1: from the aggregate's first event.
+ * @return OUTBOX_OK (also when there is nothing to replay), OUTBOX_ERR_INVALID_ARGUMENT (a NULL or
+ *         empty aggregate), OUTBOX_ERR_CONNECTION (broker unreachable), OUTBOX_ERR_BROKER (a message
+ *         was nacked or unroutable, or the exchange is missing), OUTBOX_ERR_TIMEOUT (no confirm within
+ *         relay.confirm_timeout_ms), OUTBOX_ERR_DATABASE, OUTBOX_ERR_SCHEMA.
+ */
+OUTBOX_API outbox_status outbox_replay(int64_t *published, outbox_db *db, const outbox_config *cfg,
+                                       const char *aggregate_type, const char *aggregate_id, int64_t from_seq);
+/**@}*/
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,69 @@
+// The C face of core/admin: stats, retry-failed, purge and replay.
+#include "capi.hpp"
+
+#include "admin.hpp"
+
+using outbox::capi::guard;
+
+extern "C" {
+
+outbox_status outbox_stats(char **json_out, outbox_db *db) {
+    OUTBOX_REQUIRE(json_out);
+    *json_out = nullptr;
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        outbox::admin::Stats s = outbox::admin::stats(db->conn, db->cfg);
+        *json_out = outbox::capi::dup_string(outbox::admin::stats_json(s));
+    });
+}
+
+outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, const char *aggregate_type, const char *event_id,
+                                  int max_retries) {
+    if (moved != nullptr) {
+        *moved = 0;
+    }
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        int64_t n = outbox::admin::retry_failed(db->conn, db->cfg, aggregate_type != nullptr ? aggregate_type : "",
+                                                event_id != nullptr ? event_id : "", max_retries);
+        if (moved != nullptr) {
+            *moved = n;
+        }
+    });
+}
+
+outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch) {
+    if (deleted != nullptr) {
+        *deleted = 0;
+    }
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        int64_t n = outbox::admin::purge_published(db->conn, db->cfg, older_than_s, batch, [&](int64_t so_far) {
+            if (deleted != nullptr) {
+                *deleted = so_far;
+            }
+        });
+        if (deleted != nullptr) {
+            *deleted = n;
+        }
+    });
+}
+
+outbox_status outbox_replay(int64_t *published, outbox_db *db, const outbox_config *cfg, const char *aggregate_type,
+                            const char *aggregate_id, int64_t from_seq) {
+    if (published != nullptr) {
+        *published = 0;
+    }
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(aggregate_type);
+    OUTBOX_REQUIRE(aggregate_id);
+    return guard([&] {
+        const outbox::Config &c = cfg != nullptr ? cfg->cfg : db->cfg;
+        int64_t n = outbox::admin::replay(db->conn, c, aggregate_type, aggregate_id, from_seq);
+        if (published != nullptr) {
+            *published = n;
+        }
+    });
+}
+
+} // extern "C"
