@@ -1,6 +1,8 @@
 // The `outbox` command: schema migrations, the relay daemon and operator tools.
 #include "common.hpp"
+#include "metrics.hpp"
 
+#include "admin.hpp"
 #include "amqp.hpp"
 #include "error.hpp"
 #include "inbox.hpp"
@@ -17,6 +19,8 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <memory>
+#include <unistd.h>
 #include <sys/time.h>
 
 namespace outbox::cli {
@@ -66,6 +70,8 @@ struct RelayOptions {
     bool once = false;
     std::string log_format = "text";
     std::string log_level = "info";
+    std::string metrics_addr;
+    std::string max_lag = "300s";
 };
 
 std::string timestamp() {
@@ -208,6 +214,129 @@ int run_tail(const CommonOptions &opts, const TailOptions &to) {
     return 0;
 }
 
+int run_stats(const CommonOptions &opts) {
+    Config cfg = build_config(opts);
+    pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-stats");
+    admin::Stats s = admin::stats(conn, cfg);
+    if (opts.json) {
+        std::printf("%s\n", admin::stats_json(s).c_str());
+        return 0;
+    }
+    auto age = [](const std::optional<double> &v) { return v ? std::to_string(static_cast<long long>(*v)) + " s" : std::string("-"); };
+    std::printf("outbox %s\n", cfg.outbox_qualified().c_str());
+    std::printf("  pending                 %lld (%lld due now)\n", static_cast<long long>(s.pending),
+                static_cast<long long>(s.pending_due));
+    std::printf("  failed                  %lld\n", static_cast<long long>(s.failed));
+    std::printf("  published, last minute  %lld\n", static_cast<long long>(s.published_last_minute));
+    std::printf("  published, last hour    %lld\n", static_cast<long long>(s.published_last_hour));
+    std::printf("  published, all time     ~%lld (estimate: pg_class.reltuples)\n",
+                static_cast<long long>(s.published_estimate));
+    std::printf("  rows in table           ~%lld (estimate: pg_class.reltuples)\n", static_cast<long long>(s.total_estimate));
+    std::printf("  oldest pending age      %s\n", age(s.oldest_pending_age_s).c_str());
+    std::printf("  lag (oldest due)        %.1f s\n", s.lag_s);
+    std::printf("  last published          %s ago\n", age(s.last_published_age_s).c_str());
+    std::printf("  relay health            %s\n", s.relay_health.c_str());
+    if (!s.per_type.empty()) {
+        std::printf("  per aggregate type (pending / failed):\n");
+        for (const auto &t : s.per_type) {
+            std::printf("    %-21s %lld / %lld\n", t.aggregate_type.c_str(), static_cast<long long>(t.pending),
+                        static_cast<long long>(t.failed));
+        }
+    }
+    return 0;
+}
+
+struct RetryOptions {
+    int max_retries = 0;
+    std::string aggregate_type;
+    std::string id;
+};
+
+int run_retry_failed(const CommonOptions &opts, const RetryOptions &ro) {
+    Config cfg = build_config(opts);
+    pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-retry-failed");
+    int64_t n = admin::retry_failed(conn, cfg, ro.aggregate_type, ro.id, ro.max_retries);
+    if (opts.json) {
+        std::printf("{\"moved\":%lld}\n", static_cast<long long>(n));
+    } else {
+        std::printf("moved %lld FAILED event(s) back to PENDING in %s\n", static_cast<long long>(n),
+                    cfg.outbox_qualified().c_str());
+    }
+    return 0;
+}
+
+int run_purge(const CommonOptions &opts, const std::string &older_than, int batch) {
+    Config cfg = build_config(opts);
+    const int64_t age = parse_duration(older_than);
+    pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-purge");
+    const bool tty = !opts.json && isatty(STDOUT_FILENO) != 0;
+    const auto start = std::chrono::steady_clock::now();
+    // The total comes from the planner (counting would cost what the purge costs), so the bar is
+    // approximate; it never runs past the end.
+    const int64_t estimate = tty ? admin::purge_estimate(conn, cfg, age) : 0;
+    int64_t n = admin::purge_published(conn, cfg, age, batch, [&](int64_t so_far) {
+        if (!tty) {
+            return;
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const int64_t total = std::max(estimate, so_far);
+        const int width = 30;
+        const int filled = total > 0 ? static_cast<int>(so_far * width / total) : width;
+        std::string bar(static_cast<size_t>(filled), '#');
+        bar.resize(static_cast<size_t>(width), '.');
+        std::printf("\rpurging [%s] %lld of ~%lld, %.0f rows/s ", bar.c_str(), static_cast<long long>(so_far),
+                    static_cast<long long>(total), secs > 0 ? static_cast<double>(so_far) / secs : 0.0);
+        std::fflush(stdout);
+    });
+    if (tty) {
+        std::printf("\n");
+    }
+    if (opts.json) {
+        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n), static_cast<long long>(age));
+    } else {
+        std::printf("deleted %lld PUBLISHED event(s) published more than %lld s ago from %s\n",
+                    static_cast<long long>(n), static_cast<long long>(age), cfg.outbox_qualified().c_str());
+    }
+    return 0;
+}
+
+struct ReplayOptions {
+    std::string aggregate;
+    std::string since;
+    std::string event;
+};
+
+int run_replay(const CommonOptions &opts, const ReplayOptions &ro) {
+    Config cfg = build_config(opts);
+    const size_t colon = ro.aggregate.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == ro.aggregate.size()) {
+        fail(Errc::invalid_argument, "--aggregate: expected TYPE:ID, got '" + ro.aggregate + "'");
+    }
+    const std::string type = ro.aggregate.substr(0, colon);
+    const std::string id = ro.aggregate.substr(colon + 1);
+    pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-replay");
+    int64_t from_seq = 0;
+    if (!ro.event.empty()) {
+        from_seq = admin::seq_of_event(conn, cfg, type, id, ro.event);
+    }
+    int64_t n = 0;
+    if (!ro.since.empty()) {
+        const int64_t s = admin::seq_since(conn, cfg, type, id, ro.since);
+        from_seq = s == 0 ? -1 : std::max(from_seq, s);
+    }
+    if (from_seq >= 0) {
+        n = admin::replay(conn, cfg, type, id, from_seq);
+    }
+    if (opts.json) {
+        std::printf("{\"published\":%lld,\"from_seq\":%lld}\n", static_cast<long long>(n),
+                    static_cast<long long>(std::max<int64_t>(from_seq, 0)));
+    } else {
+        std::printf("replayed %lld event(s) of %s:%s to exchange %s (header outbox-replay=true)\n",
+                    static_cast<long long>(n), type.c_str(), id.c_str(), cfg.exchange.c_str());
+    }
+    return 0;
+}
+
 int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
     Config cfg = build_config(opts);
     if (ro.batch_size > 0) {
@@ -227,8 +356,25 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
                          : ro.log_level == "error" ? LogLevel::error
                                                    : LogLevel::info;
     LogFn logger = make_logger(ro.log_format, min_level);
+    Metrics metrics; // outlives the relay, whose logger refers to it
     Relay relay(cfg);
-    relay.set_logger(logger);
+    std::unique_ptr<MetricsServer> metrics_server;
+    if (!ro.metrics_addr.empty()) {
+        // The logger and on_step run on the relay's thread, so they may ask the relay for its
+        // connection state; the HTTP thread only reads `metrics`.
+        relay.set_logger([logger, &metrics, &relay](LogLevel level, const std::string &msg) {
+            if (level >= LogLevel::warn && msg.find("; retrying in ") != std::string::npos) {
+                metrics.on_step_error(msg.substr(0, msg.find("; retrying in ")), relay.pg_connected(),
+                                      relay.amqp_connected());
+            }
+            logger(level, msg);
+        });
+        metrics_server = std::make_unique<MetricsServer>(metrics, cfg, ro.metrics_addr,
+                                                         static_cast<double>(parse_duration(ro.max_lag)));
+        logger(LogLevel::info, "metrics on http://" + ro.metrics_addr + "/metrics and /healthz");
+    } else {
+        relay.set_logger(logger);
+    }
     if (ro.once) {
         RelayStats st = relay.step();
         std::printf("claimed %lld, published %lld, failed %lld, held back %lld\n", static_cast<long long>(st.claimed),
@@ -245,7 +391,13 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
     std::signal(SIGPIPE, SIG_IGN);
     logger(LogLevel::info, "relay " + cfg.relay_name + " starting: exchange " + cfg.exchange + ", batch " +
                                std::to_string(cfg.relay_batch_size) + ", window " + std::to_string(cfg.relay_window));
-    relay.run();
+    if (metrics_server) {
+        relay.run([&metrics, &relay](const RelayStats &st) {
+            metrics.on_step(st, relay.pg_connected(), relay.amqp_connected());
+        });
+    } else {
+        relay.run();
+    }
     running_relay = nullptr;
     return 0;
 }
@@ -284,7 +436,45 @@ int main(int argc, char **argv) {
         ->check(CLI::IsMember({"text", "json"}));
     relay->add_option("--log-level", ro.log_level, "debug, info, warn or error (default info)")
         ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+    relay->add_option("--metrics-addr", ro.metrics_addr,
+                      "serve Prometheus metrics (/metrics) and a health check (/healthz) on HOST:PORT, "
+                      "e.g. 127.0.0.1:9187");
+    relay->add_option("--max-lag", ro.max_lag, "/healthz fails when the lag passes this age (default 300s)");
     relay->footer(keys_help());
+
+    CommonOptions stats_opts;
+    CLI::App *stats = app.add_subcommand(
+        "stats", "pending, failed, recently published, lag, per aggregate type and relay health (index-only, fast)");
+    add_common(*stats, stats_opts, false);
+
+    CommonOptions retry_opts;
+    RetryOptions rto;
+    CLI::App *retry = app.add_subcommand(
+        "retry-failed", "put FAILED events back to PENDING, due now (retry_count and error_message are kept)");
+    add_common(*retry, retry_opts, false);
+    retry->add_option("--max-retries", rto.max_retries, "only events with retry_count below N");
+    retry->add_option("--aggregate-type", rto.aggregate_type, "only events of this aggregate type");
+    retry->add_option("--id", rto.id, "only this event (its OUTBOX_ID)");
+
+    CommonOptions purge_opts;
+    std::string purge_age;
+    int purge_batch = 5000;
+    CLI::App *purge = app.add_subcommand(
+        "purge", "delete PUBLISHED events older than an age, in bounded batches (never PENDING or FAILED)");
+    add_common(*purge, purge_opts, false);
+    purge->add_option("--published-older-than", purge_age, "age such as 30d, 12h, 90m, 45s")->required();
+    purge->add_option("--batch", purge_batch, "rows deleted per statement and transaction (default 5000)")
+        ->check(CLI::PositiveNumber);
+
+    CommonOptions replay_opts;
+    ReplayOptions rpo;
+    CLI::App *replay = app.add_subcommand(
+        "replay", "republish an aggregate's events (any status, in seq order) with header outbox-replay=true");
+    add_common(*replay, replay_opts, true);
+    replay->add_option("--aggregate", rpo.aggregate, "the aggregate, TYPE:ID")->required();
+    replay->add_option("--since", rpo.since, "only events created at or after this ISO timestamp");
+    replay->add_option("--event", rpo.event, "start at this event (its OUTBOX_ID)");
+    replay->footer(keys_help());
 
     CommonOptions tail_opts;
     TailOptions to;
@@ -322,6 +512,18 @@ int main(int argc, char **argv) {
         }
         if (*purge_inbox) {
             return run_purge_inbox(purge_inbox_opts, inbox_age, inbox_batch);
+        }
+        if (*stats) {
+            return run_stats(stats_opts);
+        }
+        if (*retry) {
+            return run_retry_failed(retry_opts, rto);
+        }
+        if (*purge) {
+            return run_purge(purge_opts, purge_age, purge_batch);
+        }
+        if (*replay) {
+            return run_replay(replay_opts, rpo);
         }
         if (*tail) {
             return run_tail(tail_opts, to);
