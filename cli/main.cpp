@@ -4,6 +4,7 @@
 
 #include "admin.hpp"
 #include "amqp.hpp"
+#include "connect.hpp"
 #include "error.hpp"
 #include "inbox.hpp"
 #include "json.hpp"
@@ -166,13 +167,7 @@ int run_tail(const CommonOptions &opts, const TailOptions &to) {
         cfg.set(s.substr(0, eq), s.substr(eq + 1));
     }
     const std::string exchange = to.exchange.empty() ? cfg.exchange : to.exchange;
-    amqp::Options o;
-    o.url = cfg.amqp_url;
-    o.tls.enabled = cfg.amqp_tls;
-    o.tls.ca_file = cfg.amqp_tls_ca;
-    o.tls.cert_file = cfg.amqp_tls_cert;
-    o.tls.key_file = cfg.amqp_tls_key;
-    o.connection_name = "outbox-tail";
+    amqp::Options o = amqp_options(cfg, "outbox-tail");
     amqp::Connection conn(o);
     conn.declare_exchange(exchange, cfg.exchange_type, true, false);
     std::string queue = conn.declare_queue("", false, true, true);

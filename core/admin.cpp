@@ -2,6 +2,7 @@
 
 #include "amqp.hpp"
 #include "envelope.hpp"
+#include "connect.hpp"
 #include "error.hpp"
 #include "json.hpp"
 #include "uuid.hpp"
@@ -206,22 +207,6 @@ int64_t seq_since(pg::Conn &conn, const Config &cfg, const std::string &aggregat
 
 namespace {
 
-amqp::Options amqp_options(const Config &cfg) {
-    amqp::Options o;
-    o.url = cfg.amqp_url;
-    o.tls.enabled = cfg.amqp_tls;
-    o.tls.ca_file = cfg.amqp_tls_ca;
-    o.tls.cert_file = cfg.amqp_tls_cert;
-    o.tls.key_file = cfg.amqp_tls_key;
-    o.tls.verify_peer = cfg.amqp_tls_verify_peer;
-    o.tls.verify_hostname = cfg.amqp_tls_verify_hostname;
-    o.heartbeat_s = cfg.amqp_heartbeat_s;
-    o.connect_timeout_ms = cfg.amqp_connect_timeout_ms;
-    o.io_timeout_ms = cfg.amqp_io_timeout_ms;
-    o.connection_name = "outbox-replay";
-    return o;
-}
-
 // Waits until every tag up to `last` is acked; throws on a nack, a return or the deadline.
 void await_confirms(amqp::Connection &mq, uint64_t first, uint64_t last, int timeout_ms) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -263,7 +248,7 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
     if (aggregate_type.empty() || aggregate_id.empty()) {
         fail(Errc::invalid_argument, "replay needs an aggregate type and id");
     }
-    amqp::Connection mq(amqp_options(cfg));
+    amqp::Connection mq(amqp_options(cfg, "outbox-replay"));
     if (cfg.exchange_declare) {
         mq.declare_exchange(cfg.exchange, cfg.exchange_type, true, false);
     }

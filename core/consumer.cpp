@@ -1,5 +1,6 @@
 #include "consumer.hpp"
 
+#include "connect.hpp"
 #include "error.hpp"
 #include "json.hpp"
 #include "uuid.hpp"
@@ -147,18 +148,7 @@ void Consumer::stop() noexcept { stop_.store(true, std::memory_order_relaxed); }
 
 void Consumer::connect() {
     drop();
-    amqp::Options o;
-    o.url = cfg_.amqp_url;
-    o.tls.enabled = cfg_.amqp_tls;
-    o.tls.ca_file = cfg_.amqp_tls_ca;
-    o.tls.cert_file = cfg_.amqp_tls_cert;
-    o.tls.key_file = cfg_.amqp_tls_key;
-    o.tls.verify_peer = cfg_.amqp_tls_verify_peer;
-    o.tls.verify_hostname = cfg_.amqp_tls_verify_hostname;
-    o.heartbeat_s = cfg_.amqp_heartbeat_s;
-    o.connect_timeout_ms = cfg_.amqp_connect_timeout_ms;
-    o.io_timeout_ms = cfg_.amqp_io_timeout_ms;
-    o.connection_name = "outbox-consumer " + name_;
+    amqp::Options o = amqp_options(cfg_, "outbox-consumer " + name_);
     auto conn = std::make_unique<amqp::Connection>(o);
     const bool quorum = cfg_.consumer_queue_type == "quorum";
     if (cfg_.exchange_declare) {

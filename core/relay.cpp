@@ -1,6 +1,7 @@
 #include "relay.hpp"
 
 #include "envelope.hpp"
+#include "connect.hpp"
 #include "error.hpp"
 #include "store.hpp"
 
@@ -158,18 +159,7 @@ void Relay::ensure_amqp() {
         log(LogLevel::warn, "RabbitMQ connection lost; reconnecting");
     }
     drop_amqp();
-    amqp::Options o;
-    o.url = cfg_.amqp_url;
-    o.tls.enabled = cfg_.amqp_tls;
-    o.tls.ca_file = cfg_.amqp_tls_ca;
-    o.tls.cert_file = cfg_.amqp_tls_cert;
-    o.tls.key_file = cfg_.amqp_tls_key;
-    o.tls.verify_peer = cfg_.amqp_tls_verify_peer;
-    o.tls.verify_hostname = cfg_.amqp_tls_verify_hostname;
-    o.heartbeat_s = cfg_.amqp_heartbeat_s;
-    o.connect_timeout_ms = cfg_.amqp_connect_timeout_ms;
-    o.io_timeout_ms = cfg_.amqp_io_timeout_ms;
-    o.connection_name = cfg_.relay_name;
+    amqp::Options o = amqp_options(cfg_, cfg_.relay_name);
     auto conn = std::make_unique<amqp::Connection>(o);
     if (cfg_.exchange_declare) {
         conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
