@@ -1,6 +1,7 @@
 // The consumer side of the public C ABI against real PostgreSQL and RabbitMQ: dedupe with order
 // reports and its transactional semantics on a lent connection, the rendered dedupe statement,
 // inbox retention purges, and the consumer (next / fields / properties / nack / ack / run / stop).
+#include "test_shell.hpp"
 #include "fixture.hpp"
 
 #include <sys/wait.h>
@@ -52,23 +53,6 @@ std::string new_uuid() {
         }
     }
     return s;
-}
-
-std::string shell(const std::string &cmd, int *rc) {
-    std::string out;
-    FILE *p = popen((cmd + " 2>&1").c_str(), "r");
-    if (p == nullptr) {
-        *rc = -1;
-        return out;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
-        out.append(buf, n);
-    }
-    int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
 }
 
 // The vhost of OUTBOX_AMQP_URL ("/" when the URL names none or %2f).

@@ -5,6 +5,7 @@
 //
 // Every test uses its own schema and exchange (RelayTest) and consumer names with a random
 // suffix; the queues it creates (<name>, <name>.dead, exchange <name>.dlx) are deleted at the end.
+#include "test_shell.hpp"
 #include "relay_fixture.hpp"
 
 #include "consumer.hpp"
@@ -58,24 +59,6 @@ template <typename F> bool eventually(F &&done, std::chrono::milliseconds limit,
         }
         std::this_thread::sleep_for(step);
     }
-}
-
-// Runs a shell command; returns its output (stdout and stderr) and exit code.
-std::string shell(const std::string &cmd, int *rc) {
-    std::string out;
-    FILE *p = popen((cmd + " 2>&1").c_str(), "r");
-    if (p == nullptr) {
-        *rc = -1;
-        return out;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
-        out.append(buf, n);
-    }
-    int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
 }
 
 // The consumers' PostgreSQL URL: the test server, with synchronous_commit off for their sessions.

@@ -7,6 +7,7 @@
 //  - per aggregate, the first delivery of seq n comes after the first delivery of seq n-1.
 // Every wait is bounded; a relay thread or child process that does not finish aborts the run
 // instead of hanging it.
+#include "test_shell.hpp"
 #include "relay_fixture.hpp"
 
 #include <fcntl.h>
@@ -537,24 +538,6 @@ std::string read_file(const std::string &path) {
 
 std::string tail(const std::string &s, size_t n = 3000) {
     return s.size() <= n ? s : "..." + s.substr(s.size() - n);
-}
-
-// Runs a shell command; returns its output (stdout and stderr) and exit code.
-std::string shell(const std::string &cmd, int *rc) {
-    std::string out;
-    FILE *p = popen((cmd + " 2>&1").c_str(), "r");
-    if (p == nullptr) {
-        *rc = -1;
-        return out;
-    }
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
-        out.append(buf, n);
-    }
-    int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return out;
 }
 
 // rabbitmqctl for the test node, bounded in time like every other wait here.
