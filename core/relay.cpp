@@ -145,6 +145,7 @@ void Relay::ensure_pg(int slot) {
         c->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
         listening_ = true;
     }
+    pg_up_.store(true, std::memory_order_relaxed);
     if (slot == 0) {
         log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
                                 (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
@@ -175,6 +176,16 @@ void Relay::drop_pg(int slot) noexcept {
         pg_[slot].reset();
         if (slot == 0) {
             listening_ = false;
+        }
+    }
+    pg_up_.store(pg_[0].has_value() || pg_[1].has_value(), std::memory_order_relaxed);
+}
+
+// Only while no claim or mark runs in the background: it reads and resets both slots.
+void Relay::drop_broken_pg() noexcept {
+    for (int slot = 0; slot < 2; ++slot) {
+        if (pg_[slot] && !pg_[slot]->ok()) {
+            drop_pg(slot);
         }
     }
 }
@@ -260,15 +271,66 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
 }
 
 void Relay::discard_prefetch() noexcept {
-    if (!prefetch_.valid()) {
+    if (prefetch_.valid()) {
+        try {
+            Batch b = prefetch_.get();
+            if (pg_[b.slot] && pg_[b.slot]->ok()) {
+                PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the claimed events at once
+            }
+        } catch (...) {
+        }
+    }
+    // Marks of confirmed events are let finish: they are true, and spare a republish.
+    if (marking_.valid()) {
+        try {
+            (void)marking_.get();
+        } catch (...) {
+        }
+    }
+}
+
+Relay::MarkResult Relay::mark(pg::Conn &db, const MarkArgs &args) {
+    const auto t0 = Clock::now();
+    MarkResult m;
+    try {
+        if (!args.empty) {
+            pg::Result r = db.exec(mark_sql_, {args.ok_ids, args.bad_ids, args.bad_errors,
+                                               std::to_string(cfg_.relay_max_attempts), args.bad_delays});
+            m.published = r.get_int(0, 0);
+            m.failed = r.get_int(0, 1);
+            m.dead = r.get_int(0, 2);
+        }
+        db.exec_simple("COMMIT");
+    } catch (const Error &) {
+        // Not marked: the events stay PENDING and are published again (duplicates, never loss).
+        if (db.ok()) {
+            PQclear(PQexec(db.raw(), "ROLLBACK"));
+        }
+        throw;
+    }
+    m.mark_us = micros_since(t0);
+    return m;
+}
+
+void Relay::add_marks(RelayStats &st, const MarkResult &m) {
+    st.published += m.published;
+    st.failed += m.failed;
+    st.dead += m.dead;
+    st.mark_us += m.mark_us;
+}
+
+// Collects the marks committing in the background, if any; a failure drops the broken connection.
+void Relay::flush_marks(RelayStats &st) {
+    if (!marking_.valid()) {
         return;
     }
     try {
-        Batch b = prefetch_.get();
-        if (pg_[b.slot] && pg_[b.slot]->ok()) {
-            PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the claimed events at once
+        add_marks(st, marking_.get());
+    } catch (const Error &) {
+        if (!prefetch_.valid()) {
+            drop_broken_pg();
         }
-    } catch (...) {
+        throw;
     }
 }
 
@@ -283,18 +345,28 @@ RelayStats Relay::step() {
     if (prefetch_.valid()) {
         try {
             cur = prefetch_.get();
-        } catch (const Error &e) {
-            for (int slot = 0; slot < 2; ++slot) {
-                if (pg_[slot] && !pg_[slot]->ok()) {
-                    drop_pg(slot);
+        } catch (const Error &) {
+            if (marking_.valid()) {
+                try {
+                    (void)marking_.get();
+                } catch (...) {
                 }
             }
+            drop_broken_pg();
             throw;
         }
+        add_marks(st, cur.prior);
         have = !cur.items.empty();
         if (!have) {
             pg_[cur.slot]->exec_simple("COMMIT");
         }
+    }
+    const bool overlap = have && static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping() &&
+                         (!marking_.valid() || marking_slot_ == 1 - cur.slot);
+    if (!overlap) {
+        // No batch will be claimed behind this one: the previous batch's marks must be committed
+        // before this step returns (and before a claim can see their aggregates' next events).
+        flush_marks(st);
     }
     if (!have) {
         cur.slot = 0;
@@ -313,9 +385,19 @@ RelayStats Relay::step() {
     // Its events are locked until the next step publishes them (or a stop rolls them back).
     if (static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping()) {
         const int other = 1 - cur.slot;
-        ensure_pg(other);
-        pg::Conn *next = &*pg_[other];
-        prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next)}; });
+        if (marking_.valid()) {
+            // The other connection still commits the previous batch's marks: claim once they are
+            // in, so the claim sees those aggregates' next events as heads.
+            pg::Conn *next = &*pg_[other];
+            prefetch_ = std::async(std::launch::async, [this, next, other, m = std::move(marking_)]() mutable {
+                MarkResult prior = m.get();
+                return Batch{other, claim(*next), prior};
+            });
+        } else {
+            ensure_pg(other);
+            pg::Conn *next = &*pg_[other];
+            prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next), {}}; });
+        }
     }
     pg::Conn &db = *pg_[cur.slot];
     amqp::Connection &mq = *mq_;
@@ -476,7 +558,6 @@ RelayStats Relay::step() {
     st.publish_us = micros_since(t1);
 
     // Mark: one statement for every outcome, then commit.
-    const auto t2 = Clock::now();
     std::vector<std::string> ok_ids;
     std::vector<std::string> bad_ids;
     std::vector<std::string> bad_errors;
@@ -497,25 +578,30 @@ RelayStats Relay::step() {
         case RelayOutcome::in_flight: break;
         }
     }
-    try {
-        if (!ok_ids.empty() || !bad_ids.empty()) {
-            pg::Result r = db.exec(mark_sql_, {array_literal(ok_ids), array_literal(bad_ids), array_literal(bad_errors),
-                                               std::to_string(cfg_.relay_max_attempts), array_literal(bad_delays)});
-            st.published = r.get_int(0, 0);
-            st.failed = r.get_int(0, 1);
-            st.dead = r.get_int(0, 2);
-        }
-        db.exec_simple("COMMIT");
-    } catch (const Error &e) {
-        // Not marked: the events stay PENDING and are published again (duplicates, never loss).
-        if (!db.ok()) {
-            drop_pg(cur.slot);
-        } else {
-            PQclear(PQexec(db.raw(), "ROLLBACK"));
-        }
-        throw;
+    MarkArgs args;
+    args.empty = ok_ids.empty() && bad_ids.empty();
+    if (!args.empty) {
+        args.ok_ids = array_literal(ok_ids);
+        args.bad_ids = array_literal(bad_ids);
+        args.bad_errors = array_literal(bad_errors);
+        args.bad_delays = array_literal(bad_delays);
     }
-    st.mark_us = micros_since(t2);
+    if (prefetch_.valid() && !amqp_failed && !stopping()) {
+        // More work is claimed already: commit these marks in the background while the next batch
+        // is published. Per-aggregate order holds: the next batch cannot hold these aggregates
+        // (their events were locked when it was claimed), and the claim after it waits for them.
+        marking_slot_ = cur.slot;
+        marking_ = std::async(std::launch::async, [this, conn = &db, a = std::move(args)] { return mark(*conn, a); });
+    } else {
+        try {
+            add_marks(st, mark(db, args));
+        } catch (const Error &) {
+            if (!db.ok()) {
+                drop_pg(cur.slot);
+            }
+            throw;
+        }
+    }
     st.total_us = micros_since(t0);
     if (amqp_failed) {
         fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
@@ -610,6 +696,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             }
             // A full batch means more is waiting; a blocked broker means wait for unblocked.
             if (st.blocked || blocked_) {
+                discard_prefetch(); // no claim held while blocked; idle_wait uses the connections
                 idle_wait(cfg_.relay_poll_interval_ms);
             } else if (st.claimed < cfg_.relay_batch_size) {
                 idle_wait(cfg_.relay_poll_interval_ms);

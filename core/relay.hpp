@@ -84,16 +84,31 @@ class Relay {
     void reset_stop() noexcept;
 
     void set_logger(LogFn fn) { log_ = std::move(fn); }
-    [[nodiscard]] bool pg_connected() const { return pg_[0] && pg_[0]->ok(); }
+    // Whether the relay holds a PostgreSQL connection (as of the last step; a connection that broke
+    // since is noticed by the next step). Safe while a batch's marks commit in the background.
+    [[nodiscard]] bool pg_connected() const { return pg_up_.load(std::memory_order_relaxed); }
     [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
     [[nodiscard]] const Config &config() const { return cfg_; }
 
   private:
+    // Outcomes of one batch as the mark statement wants them (arrays as literals).
+    struct MarkArgs {
+        std::string ok_ids, bad_ids, bad_errors, bad_delays;
+        bool empty = true;
+    };
+    struct MarkResult {
+        int64_t published = 0, failed = 0, dead = 0, mark_us = 0;
+    };
     struct Batch {
         int slot = 0; // the connection whose transaction holds the batch's locks
         std::vector<RelayItem> items;
+        MarkResult prior; // marks of an earlier batch committed on this slot before the claim
     };
     std::vector<RelayItem> claim(pg::Conn &db);
+    MarkResult mark(pg::Conn &db, const MarkArgs &args);
+    void flush_marks(RelayStats &st);
+    static void add_marks(RelayStats &st, const MarkResult &m);
+    void drop_broken_pg() noexcept;
     void discard_prefetch() noexcept;
     void ensure_pg(int slot);
     void ensure_amqp();
@@ -108,6 +123,11 @@ class Relay {
     // next batch is claimed on the other. Slot 0 also LISTENs for wake-ups.
     std::optional<pg::Conn> pg_[2];
     std::future<Batch> prefetch_;
+    // Under a backlog a batch's marks are committed in the background while the next batch is
+    // published; the following claim on that connection waits for them (see step()).
+    std::future<MarkResult> marking_;
+    int marking_slot_ = -1;
+    std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
     bool listening_ = false;
     bool blocked_ = false;

@@ -283,6 +283,13 @@ typedef struct outbox_relay outbox_relay;
  * What one relay step did. Size-prefixed so fields can be appended without breaking callers:
  * set `size` to sizeof(outbox_relay_stats) (outbox_relay_stats_init() does) before passing it;
  * the library fills only the fields that fit in `size`.
+ *
+ * `published`, `failed`, `dead` and `mark_us` count the marks committed during the step. Under a
+ * backlog (a full batch, with the next one already claimed) a batch's marks are committed in the
+ * background while the next batch is published, and are counted by the step that collects them;
+ * a step that claims less than a full batch, or nothing, first collects every outstanding mark,
+ * so when outbox_relay_step() returns with `claimed` below relay.batch_size every outcome so far
+ * is committed.
  */
 typedef struct outbox_relay_stats {
     size_t size;
