@@ -311,9 +311,9 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                 continue;
             }
             inbox::Key key{name_, d->event_id, d->aggregate_type, d->aggregate_id, d->seq};
-            conn->exec_simple("BEGIN");
             try {
-                d->dedupe = inbox::dedupe(*conn, cfg_, key, cfg_.inbox_order_check);
+                // BEGIN and the dedupe go in one round trip; a failure leaves no transaction open.
+                d->dedupe = inbox::begin_and_dedupe(*conn, cfg_, key, cfg_.inbox_order_check);
                 if (d->dedupe.first_time) {
                     try {
                         handler(*conn, *d);

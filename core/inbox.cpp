@@ -85,6 +85,16 @@ Result interpret(const Key &key, bool first_time, std::optional<int64_t> previou
     return r;
 }
 
+Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order) {
+    Statement st = render(cfg, key, check_order);
+    pg::Result r = conn.begin_and_exec(st.sql, st.params);
+    std::optional<int64_t> previous;
+    if (!r.is_null(0, 1)) {
+        previous = r.get_int(0, 1);
+    }
+    return interpret(key, r.get(0, 0) == "t", previous, check_order);
+}
+
 Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order) {
     Statement st = render(cfg, key, check_order);
     if (conn.tx_status() == PQTRANS_INERROR) {

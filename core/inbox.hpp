@@ -51,6 +51,10 @@ Result interpret(const Key &key, bool first_time, std::optional<int64_t> previou
 // Runs the statement in the connection's current transaction (or on its own when idle).
 Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);
 
+// BEGIN and the statement in one round trip (see pg::Conn::begin_and_exec): the connection must
+// be idle; on return the handler's transaction is open with the event recorded (or found).
+Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);
+
 // Deletes inbox rows processed more than `older_than_s` seconds ago, `batch` rows per
 // statement (each its own short transaction when the connection is idle); returns the count.
 int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch);

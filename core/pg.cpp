@@ -176,15 +176,11 @@ Result Conn::exec(const std::string &sql, const Params &params) {
     return Result(r);
 }
 
-Result Conn::exec_cached(const std::string &sql, const Params &params) {
-    if (!owned_) {
-        return exec(sql, params);
-    }
-    check_usable();
+const std::string &Conn::prepare_once(const std::string &sql, int nparams) {
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
         std::string name = "outbox_stmt_" + std::to_string(prepared_.size() + 1);
-        PGresult *r = PQprepare(c_, name.c_str(), sql.c_str(), static_cast<int>(params.size()), nullptr);
+        PGresult *r = PQprepare(c_, name.c_str(), sql.c_str(), nparams, nullptr);
         if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) {
             Result holder(r);
             raise(r, "prepare failed");
@@ -192,12 +188,82 @@ Result Conn::exec_cached(const std::string &sql, const Params &params) {
         PQclear(r);
         it = prepared_.emplace(sql, std::move(name)).first;
     }
+    return it->second;
+}
+
+Result Conn::begin_and_exec(const std::string &sql, const Params &params) {
+    check_usable();
+    if (PQtransactionStatus(c_) != PQTRANS_IDLE) {
+        fail(Errc::transaction, "a transaction is already open on this connection; commit or roll it back first");
+    }
+    const std::string *name = owned_ ? &prepare_once(sql, static_cast<int>(params.size())) : nullptr;
     std::vector<const char *> values;
     values.reserve(params.size());
     for (const auto &p : params) {
         values.push_back(p ? p->c_str() : nullptr);
     }
-    PGresult *r = PQexecPrepared(c_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+    const int n = static_cast<int>(values.size());
+    if (PQenterPipelineMode(c_) != 1) {
+        raise(nullptr, "cannot enter pipeline mode");
+    }
+    bool sent = PQsendQueryParams(c_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+    sent = sent && (name != nullptr ? PQsendQueryPrepared(c_, name->c_str(), n, values.data(), nullptr, nullptr, 0)
+                                    : PQsendQueryParams(c_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)) == 1;
+    sent = sent && PQpipelineSync(c_) == 1;
+    // Read both statements' results up to the sync, even after an error, to leave the
+    // connection in a known state. The first failure is the one reported.
+    Result failure;
+    Result out;
+    bool failed = !sent;
+    int done = 0; // statements whose results ended (a NULL from PQgetResult)
+    while (sent) {
+        PGresult *r = PQgetResult(c_);
+        if (r == nullptr) {
+            if (++done > 2 || PQstatus(c_) != CONNECTION_OK) {
+                break;
+            }
+            continue;
+        }
+        const ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+            if (done == 1) {
+                out = Result(r);
+            } else {
+                PQclear(r);
+            }
+        } else if (!failed) {
+            failed = true;
+            failure = Result(r);
+        } else {
+            PQclear(r);
+        }
+    }
+    PQexitPipelineMode(c_);
+    if (failed || out.raw() == nullptr) {
+        if (PQstatus(c_) == CONNECTION_OK && PQtransactionStatus(c_) != PQTRANS_IDLE) {
+            PQclear(PQexec(c_, "ROLLBACK"));
+        }
+        raise(failure.raw(), "query failed");
+    }
+    return out;
+}
+
+Result Conn::exec_cached(const std::string &sql, const Params &params) {
+    if (!owned_) {
+        return exec(sql, params);
+    }
+    check_usable();
+    const std::string &name = prepare_once(sql, static_cast<int>(params.size()));
+    std::vector<const char *> values;
+    values.reserve(params.size());
+    for (const auto &p : params) {
+        values.push_back(p ? p->c_str() : nullptr);
+    }
+    PGresult *r = PQexecPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
                                  nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {

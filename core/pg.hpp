@@ -69,6 +69,10 @@ class Conn {
     Result exec_cached(const std::string &sql, const Params &params);
     // Runs a simple (possibly multi-statement) query without parameters.
     Result exec_simple(const std::string &sql);
+    // BEGIN and then one statement (as exec_cached), sent together in one pipeline: one round
+    // trip instead of two. The connection must be idle (Errc::transaction otherwise). On success
+    // the transaction is open; on failure it has been rolled back.
+    Result begin_and_exec(const std::string &sql, const Params &params);
 
     [[nodiscard]] PGTransactionStatusType tx_status() const { return PQtransactionStatus(c_); }
     [[nodiscard]] bool ok() const { return c_ != nullptr && PQstatus(c_) == CONNECTION_OK; }
@@ -83,6 +87,7 @@ class Conn {
   private:
     Conn(PGconn *c, bool owned) : c_(c), owned_(owned) {}
     void check_usable() const;
+    const std::string &prepare_once(const std::string &sql, int nparams);
     PGconn *c_ = nullptr;
     bool owned_ = false;
     std::unordered_map<std::string, std::string> prepared_; // SQL text -> statement name

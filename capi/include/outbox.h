@@ -487,6 +487,17 @@ OUTBOX_API outbox_status outbox_consumer_dead_letter(outbox_consumer *consumer, 
  */
 OUTBOX_API outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db,
                                                         const outbox_consumer *consumer, const outbox_message *msg);
+/**
+ * Opens the handler's transaction on `db` and deduplicates `msg` in it, in one round trip: BEGIN
+ * and the statement of outbox_consumer_dedupe_message() are sent together (libpq pipeline mode).
+ * The fast path for a hand-written consumer loop; outbox_consumer_run() uses it too. On
+ * OUTBOX_OK the transaction is open: apply the effects when `out->first_time`, then COMMIT (or
+ * ROLLBACK). On failure no transaction is left open.
+ * @param[out] out may be NULL; otherwise set its size first (outbox_dedupe_result_init()).
+ * @return as outbox_consumer_dedupe(); OUTBOX_ERR_TRANSACTION when `db` is already in a transaction.
+ */
+OUTBOX_API outbox_status outbox_consumer_begin(outbox_dedupe_result *out, outbox_db *db,
+                                               const outbox_consumer *consumer, const outbox_message *msg);
 
 /**
  * A handler for outbox_consumer_run(): called inside the consumer's transaction on `tx`, once

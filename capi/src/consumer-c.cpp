@@ -172,6 +172,21 @@ outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_d
     });
 }
 
+outbox_status outbox_consumer_begin(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
+                                    const outbox_message *msg) {
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        const auto &d = msg->d;
+        outbox::inbox::Key key{consumer->consumer.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
+        fill(out, outbox::inbox::begin_and_dedupe(db->conn, db->cfg, key, db->cfg.inbox_order_check));
+    });
+}
+
 void outbox_handler_error(const char *reason) {
     try {
         handler_reason = reason != nullptr ? reason : "";

@@ -605,6 +605,31 @@ TEST_F(CapiConsumerTest, ConsumerNextFieldsAckThenRunStoppedFromAnotherThread) {
     ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK);
     ASSERT_EQ(outbox_consumer_dedupe_message(&r, db, consumer, m), OUTBOX_OK);
     EXPECT_EQ(r.first_time, 0);
+
+    // The one-round-trip form opens the transaction itself, and only on an idle connection.
+    auto *raw = static_cast<PGconn *>(outbox_db_pgconn(db));
+    ASSERT_EQ(outbox_consumer_begin(&r, db, consumer, m), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(r.first_time, 0) << "recorded by the committed dedupe above";
+    EXPECT_EQ(PQtransactionStatus(raw), PQTRANS_INTRANS) << "begin leaves the handler's transaction open";
+    EXPECT_EQ(outbox_consumer_begin(&r, db, consumer, m), OUTBOX_ERR_TRANSACTION);
+    EXPECT_NE(std::string(outbox_last_error()).find("already open"), std::string::npos) << outbox_last_error();
+    EXPECT_EQ(PQtransactionStatus(raw), PQTRANS_INTRANS) << "the caller's transaction is left alone";
+    ASSERT_EQ(outbox_db_exec(db, "ROLLBACK"), OUTBOX_OK);
+    {
+        // A failing statement (no such inbox table) leaves no transaction behind.
+        outbox_config *bad_cfg = nullptr;
+        outbox_db *bad_db = nullptr;
+        ASSERT_EQ(outbox_config_new(&bad_cfg), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(bad_cfg, "outbox.schema", schema.c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(bad_cfg, "inbox.table", "no_such_inbox"), OUTBOX_OK);
+        ASSERT_EQ(outbox_db_open(&bad_db, pg_url().c_str(), bad_cfg), OUTBOX_OK) << outbox_last_error();
+        EXPECT_EQ(outbox_consumer_begin(&r, bad_db, consumer, m), OUTBOX_ERR_SCHEMA) << outbox_last_error();
+        EXPECT_NE(std::string(outbox_last_error()).find("no_such_inbox"), std::string::npos) << outbox_last_error();
+        EXPECT_EQ(PQtransactionStatus(static_cast<PGconn *>(outbox_db_pgconn(bad_db))), PQTRANS_IDLE);
+        EXPECT_EQ(outbox_db_exec(bad_db, "SELECT 1"), OUTBOX_OK) << "the connection is usable afterwards";
+        outbox_db_close(bad_db);
+        outbox_config_free(bad_cfg);
+    }
     EXPECT_EQ(inbox_rows("consumer = '" + name + "' AND outbox_id = '" + id + "' AND seq = 1 AND aggregate_id = '123'"), 1);
     ASSERT_EQ(outbox_consumer_ack(consumer, m), OUTBOX_OK) << outbox_last_error();
     outbox_message_free(m);
@@ -697,6 +722,8 @@ TEST_F(CapiConsumerTest, ConsumerEntryPointsRefuseNullArguments) {
     EXPECT_EQ(outbox_consumer_nack(nullptr, nullptr, 1), OUTBOX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(outbox_consumer_dead_letter(nullptr, nullptr, "x"), OUTBOX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(outbox_consumer_reset(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_consumer_begin(nullptr, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_consumer_begin(nullptr, db, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(outbox_inbox_purge(nullptr, nullptr, 1, 1), OUTBOX_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(outbox_message_body(nullptr, nullptr), nullptr);
     EXPECT_EQ(outbox_message_seq(nullptr), 0);
