@@ -241,6 +241,9 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
             }
             scan = std::min(scan * 4, max_visit - visited);
         }
+        if (types.empty()) {
+            return items; // nothing due; the caller ends the transaction
+        }
         pg::Result r = db.exec(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
                                             std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
@@ -681,6 +684,11 @@ void Relay::idle_wait(int timeout_ms) {
 
 void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
     int backoff = 100;
+    // Adaptive polling: while events keep coming the relay looks again within relay.busy_poll_ms,
+    // so latency stays low without the writers' NOTIFY (which costs them a commit-time lock);
+    // when polls come back empty the interval doubles up to relay.poll_interval_ms.
+    const int idle_max = std::max(cfg_.relay_poll_interval_ms, 1);
+    int poll_ms = std::min(cfg_.relay_busy_poll_ms, idle_max);
     while (!stopping()) {
         try {
             RelayStats st = step();
@@ -698,8 +706,12 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             if (st.blocked || blocked_) {
                 discard_prefetch(); // no claim held while blocked; idle_wait uses the connections
                 idle_wait(cfg_.relay_poll_interval_ms);
-            } else if (st.claimed < cfg_.relay_batch_size) {
-                idle_wait(cfg_.relay_poll_interval_ms);
+            } else if (st.claimed > 0 && st.claimed < cfg_.relay_batch_size) {
+                poll_ms = std::min(cfg_.relay_busy_poll_ms, idle_max);
+                idle_wait(poll_ms);
+            } else if (st.claimed == 0) {
+                idle_wait(poll_ms);
+                poll_ms = static_cast<int>(std::min<int64_t>(int64_t{poll_ms} * 2, idle_max));
             }
         } catch (const Error &e) {
             log(LogLevel::warn, std::string(errc_name(e.code())) + ": " + e.what() + "; retrying in " +

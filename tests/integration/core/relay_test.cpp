@@ -1,6 +1,8 @@
 // The relay against real PostgreSQL and RabbitMQ: exact delivery, unroutable and nacked messages.
 #include "relay_fixture.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -180,4 +182,61 @@ TEST(Backoff, ExponentialCappedWithBoundedJitter) {
         distinct.insert(outbox::backoff_ms(5, 1000, 60000, rng));
     }
     EXPECT_GT(distinct.size(), 50U);
+}
+
+// Without writer NOTIFY, a relay that keeps finding work polls again within relay.busy_poll_ms,
+// far sooner than relay.poll_interval_ms; once polls come back empty it backs off again.
+TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
+    cfg.set("relay.listen", "false");
+    cfg.set("relay.poll_interval_ms", "4000");
+    cfg.set("relay.unroutable_is_failure", "false");
+    outbox::Relay relay(cfg);
+    std::atomic<long> empty_steps{0};
+    std::thread runner([&] {
+        relay.run([&](const outbox::RelayStats &s) {
+            if (s.claimed == 0) {
+                ++empty_steps;
+            }
+        });
+    });
+    struct Stop {
+        outbox::Relay &r;
+        std::thread &t;
+        ~Stop() {
+            r.stop();
+            t.join();
+        }
+    } stop{relay, runner};
+    auto published = [&] { return scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"); };
+    auto wait_for = [&](long n, std::chrono::milliseconds limit) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (published() < n && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        return published() >= n;
+    };
+    write_events(1, 1, "first");
+    ASSERT_TRUE(wait_for(1, std::chrono::milliseconds(8000))) << "not even the poll interval picked it up";
+
+    // A stream of one event every 20 ms: each is claimed long before the 4 s poll interval.
+    constexpr int kStream = 50;
+    for (int i = 0; i < kStream; ++i) {
+        write_events(1, 1, "s" + std::to_string(i));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_TRUE(wait_for(1 + kStream, std::chrono::milliseconds(8000)));
+    const std::string lag = "extract(epoch FROM published_at - created_at) * 1000";
+    const long median_ms = scalar_long("SELECT CAST(percentile_cont(0.5) WITHIN GROUP (ORDER BY " + lag +
+                                       ") AS bigint) FROM " + table() + " WHERE aggregate_id LIKE 's%'");
+    const long max_ms = scalar_long("SELECT CAST(max(" + lag + ") AS bigint) FROM " + table() +
+                                    " WHERE aggregate_id LIKE 's%'");
+    EXPECT_LT(median_ms, 200) << "write-to-claim median " << median_ms << " ms";
+    EXPECT_LT(max_ms, 2000) << "write-to-claim max " << max_ms << " ms (poll interval 4000 ms)";
+
+    // Idle: the empty polls back off (2, 4, 8, ... ms) instead of spinning every 2 ms.
+    const long before = empty_steps.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const long idle_polls = empty_steps.load() - before;
+    EXPECT_LE(idle_polls, 20) << "empty polls in 1.5 s idle";
+    EXPECT_GE(idle_polls, 3) << "the relay stopped polling altogether";
 }
