@@ -82,6 +82,10 @@ struct Config {
     [[nodiscard]] std::string migrations_qualified() const;
 };
 
+// Names of exchanges, queues and consumers: 1..200 bytes of UTF-8 without control characters;
+// queue names may not start with the broker's reserved "amq.". Throws Error(invalid_argument).
+void validate_amqp_name(const std::string &name, const char *what, bool queue);
+
 // "PRD=Product,ORD=Order" -> map; throws Error(invalid_argument).
 std::map<std::string, std::string> parse_type_map(const std::string &spec);
 
