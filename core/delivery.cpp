@@ -64,10 +64,10 @@ std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d) {
             if (!json::decode_string(m.value, value)) {
                 return "field " + m.key + " is not a valid string";
             }
-            // The body is valid UTF-8, but escapes are not checked by it: \u0000 would be cut
-            // short by every C string (libpq parameters, outbox_message_field) and a lone
-            // surrogate escape (\ud800) decodes to bytes that are not UTF-8, which PostgreSQL
-            // refuses. No event the library writes holds either.
+            // The body is valid UTF-8, but escapes are not checked by that: \u0000 would be cut
+            // short by every C string (libpq parameters, outbox_message_field). A lone surrogate
+            // escape would decode to bytes that are not UTF-8; cJSON refuses those today, and this
+            // keeps it so. No event the library writes holds either.
             if (value.find('\0') != std::string::npos) {
                 return "field " + m.key + " contains a NUL character (\\u0000)";
             }
