@@ -20,7 +20,7 @@ long long parse_int(const std::string &key, const std::string &v, long long lo, 
     char *end = nullptr;
     long long n = std::strtoll(v.c_str(), &end, 10);
     if (errno != 0 || end == nullptr || *end != '\0') {
-        fail(Errc::invalid_argument, key + ": expected an integer, got '" + v + "'");
+        fail(Errc::invalid_argument, key + ": expected an integer, got " + quote_input(v));
     }
     if (n < lo || n > hi) {
         fail(Errc::invalid_argument,
@@ -36,7 +36,7 @@ bool parse_bool(const std::string &key, const std::string &v) {
     if (v == "0" || v == "false" || v == "no" || v == "off") {
         return false;
     }
-    fail(Errc::invalid_argument, key + ": expected true or false, got '" + v + "'");
+    fail(Errc::invalid_argument, key + ": expected true or false, got " + quote_input(v));
 }
 
 std::string format_map(const std::map<std::string, std::string> &m) {
@@ -110,7 +110,7 @@ const std::vector<Option> &options() {
              } else if (v == "qmark") {
                  c.qmark_placeholders = true;
              } else {
-                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got " + quote_input(v));
              }
          },
          [](const Config &c) { return std::string(c.qmark_placeholders ? "qmark" : "dollar"); }},
@@ -128,7 +128,7 @@ const std::vector<Option> &options() {
         {"amqp.exchange_type", "type of the exchange when declared: fanout, topic, direct, headers (default fanout)",
          [](Config &c, const std::string &k, const std::string &v) {
              if (v != "fanout" && v != "topic" && v != "direct" && v != "headers") {
-                 fail(Errc::invalid_argument, k + ": expected fanout, topic, direct or headers, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected fanout, topic, direct or headers, got " + quote_input(v));
              }
              c.exchange_type = v;
          },
@@ -172,7 +172,7 @@ const std::vector<Option> &options() {
         {"consumer.queue_type", "quorum (default; gives delivery counts) or classic",
          [](Config &c, const std::string &k, const std::string &v) {
              if (v != "quorum" && v != "classic") {
-                 fail(Errc::invalid_argument, k + ": expected quorum or classic, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected quorum or classic, got " + quote_input(v));
              }
              c.consumer_queue_type = v;
          },
@@ -241,7 +241,7 @@ std::map<std::string, std::string> parse_type_map(const std::string &spec) {
         }
         size_t eq = item.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
-            fail(Errc::invalid_argument, "event.type_map: expected TYPE=Name pairs, got '" + item + "'");
+            fail(Errc::invalid_argument, "event.type_map: expected TYPE=Name pairs, got " + quote_input(item));
         }
         const std::string name = item.substr(eq + 1);
         // The name becomes part of every event type (the message's `type` property and a text
@@ -255,7 +255,16 @@ std::map<std::string, std::string> parse_type_map(const std::string &spec) {
 void Config::set(const std::string &key, const std::string &value) {
     const Option *o = find(key);
     if (o == nullptr) {
-        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+        fail(Errc::unknown_key, "unknown configuration key " + quote_input(key));
+    }
+    // No option needs more; a longer value is a mistake that would otherwise fail late (or
+    // travel into every connection attempt and log line).
+    if (value.size() > max_value_bytes) {
+        fail(Errc::invalid_argument, key + ": value is " + std::to_string(value.size()) + " bytes, over the limit of " +
+                                         std::to_string(max_value_bytes));
+    }
+    if (value.find('\0') != std::string::npos || !valid_utf8(value)) {
+        fail(Errc::invalid_argument, key + ": value must be UTF-8 text without NUL bytes");
     }
     o->set(*this, key, value);
 }
@@ -263,7 +272,7 @@ void Config::set(const std::string &key, const std::string &value) {
 std::string Config::get(const std::string &key) const {
     const Option *o = find(key);
     if (o == nullptr) {
-        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+        fail(Errc::unknown_key, "unknown configuration key " + quote_input(key));
     }
     return o->get(*this);
 }

@@ -64,6 +64,9 @@ struct Config {
     bool inbox_order_check = true;
     int64_t inbox_retention_s = 7 * 24 * 3600;
 
+    // Longest value set() accepts, for any key.
+    static constexpr size_t max_value_bytes = 64 * 1024;
+
     // Sets one option from its string form; throws Error(unknown_key) or Error(invalid_argument).
     void set(const std::string &key, const std::string &value);
     // The string form of one option; throws Error(unknown_key).

@@ -137,7 +137,9 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
         fail(Errc::connection, "consumer is not connected; the message will be redelivered");
     }
     amqp::Properties props = d.raw.props;
-    props.headers.emplace_back("x-outbox-dead-reason", reason);
+    // Properties travel in one frame (128 KiB): a handler's 16 MiB error text would make the
+    // publish fail and the message could never leave the queue. Shortened, printable UTF-8.
+    props.headers.emplace_back("x-outbox-dead-reason", printable(reason, 1024));
     props.headers.emplace_back("x-outbox-dead-queue", queue_);
     props.headers.emplace_back("x-outbox-dead-consumer", name_);
     props.headers.emplace_back("x-outbox-dead-at", static_cast<int64_t>(std::time(nullptr)));

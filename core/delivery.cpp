@@ -2,6 +2,7 @@
 // believes about a message from the wire is decided here, so it can be fuzzed on its own.
 #include "consumer.hpp"
 
+#include "error.hpp"
 #include "json.hpp"
 #include "uuid.hpp"
 
@@ -38,7 +39,7 @@ std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d) {
     }
     const std::string &ct = d.raw.props.content_type;
     if (!ct.empty() && ct.rfind("application/json", 0) != 0) {
-        return "content type '" + ct + "' is not application/json";
+        return "content type " + quote_input(ct) + " is not application/json";
     }
     if (!valid_utf8(body)) {
         return "body is not valid UTF-8";

@@ -40,6 +40,15 @@ Errc errc_for_sqlstate(std::string_view s) {
 }
 
 Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::string &application_name) {
+    // Refused before libpq sees them: a longer string is no connection string, and a NUL would
+    // silently cut it short.
+    if (conninfo.size() > 64 * 1024) {
+        fail(Errc::invalid_argument, "PostgreSQL connection string is " + std::to_string(conninfo.size()) +
+                                         " bytes, over the limit of 65536");
+    }
+    if (conninfo.find('\0') != std::string::npos) {
+        fail(Errc::invalid_argument, "PostgreSQL connection string contains a NUL byte");
+    }
     std::string timeout = std::to_string(connect_timeout_s);
     // Defaults first: the expanded conninfo (dbname slot) overrides any of them.
     const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
