@@ -52,7 +52,7 @@ security_suite() {
 
 # libFuzzer targets (clang-14), a few seconds each; the long run is tests/fuzz/run --seconds N.
 fuzz_suite() {
-  "$root/tests/fuzz/run" --seconds "${OUTBOX_FUZZ_SECONDS:-5}"
+  "$root/tests/fuzz/run" --seconds "${OUTBOX_FUZZ_SECONDS:-4}"
 }
 
 installed_suite() {
