@@ -33,7 +33,8 @@ std::string trim(const std::string &s) {
 void set_pair(Config &cfg, const std::string &item, const std::string &where) {
     size_t eq = item.find('=');
     if (eq == std::string::npos) {
-        fail(Errc::invalid_argument, where + ": expected KEY=VALUE, got '" + item + "'");
+        // The line is not quoted back: a mistyped "pg.url postgres://u:secret@h" holds a password.
+        fail(Errc::invalid_argument, where + ": expected KEY=VALUE (the line is not shown: it may hold a password)");
     }
     cfg.set(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
 }

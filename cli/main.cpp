@@ -99,7 +99,22 @@ LogFn make_logger(const std::string &format, LogLevel min_level) {
             line += "}\n";
             std::fputs(line.c_str(), stderr);
         } else {
-            std::fprintf(stderr, "%s %-5s %s\n", timestamp().c_str(), name, msg.c_str());
+            // Messages quote event data (aggregate ids, broker replies): escape control
+            // characters so no message can start a forged log line of its own.
+            std::string text;
+            for (char ch : msg) {
+                auto c = static_cast<unsigned char>(ch);
+                if (c == '\n') {
+                    text += "\\n";
+                } else if (c < 0x20 || c == 0x7F) {
+                    char esc[8];
+                    std::snprintf(esc, sizeof esc, "\\x%02x", c);
+                    text += esc;
+                } else {
+                    text.push_back(ch);
+                }
+            }
+            std::fprintf(stderr, "%s %-5s %s\n", timestamp().c_str(), name, text.c_str());
         }
     };
 }

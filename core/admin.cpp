@@ -49,6 +49,14 @@ void append_field(std::string &out, const char *name, const std::optional<double
     out += ',';
 }
 
+// Text compared with a column: checked here, so bad input is an argument error, not a late
+// "invalid byte sequence" from the server.
+void require_text(const std::string &v, const char *what) {
+    if (v.size() > 64 * 1024 || v.find('\0') != std::string::npos || !valid_utf8(v)) {
+        fail(Errc::invalid_argument, std::string(what) + " must be UTF-8 text without NUL bytes, at most 65536 bytes");
+    }
+}
+
 } // namespace
 
 double lag_seconds(pg::Conn &conn, const Config &cfg) {
@@ -126,6 +134,7 @@ int64_t retry_failed(pg::Conn &conn, const Config &cfg, const std::string &aggre
     if (!event_id.empty() && !uuid::valid(event_id)) {
         fail(Errc::invalid_argument, "event id must be a UUID");
     }
+    require_text(aggregate_type, "aggregate type");
     pg::Result r = conn.exec(
         "UPDATE " + cfg.outbox_qualified() +
             " SET status = 'PENDING', next_attempt_at = now() WHERE status = 'FAILED'"
@@ -139,8 +148,9 @@ int64_t retry_failed(pg::Conn &conn, const Config &cfg, const std::string &aggre
 
 int64_t purge_published(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch,
                         const std::function<void(int64_t)> &on_progress) {
-    if (older_than_s < 0 || batch <= 0) {
-        fail(Errc::invalid_argument, "purge needs a non-negative age and a positive batch size");
+    // Ages past 100 years overflow PostgreSQL's interval arithmetic: refused, not a late error.
+    if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600 || batch <= 0) {
+        fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
     }
     if (conn.tx_status() != PQTRANS_IDLE) {
         fail(Errc::transaction, "purge runs its own short transactions: call it outside a transaction");
@@ -186,6 +196,8 @@ int64_t seq_of_event(pg::Conn &conn, const Config &cfg, const std::string &aggre
     if (!uuid::valid(event_id)) {
         fail(Errc::invalid_argument, "event id must be a UUID");
     }
+    require_text(aggregate_type, "aggregate type");
+    require_text(aggregate_id, "aggregate id");
     pg::Result r = conn.exec("SELECT seq FROM " + cfg.outbox_qualified() +
                                  " WHERE outbox_id = CAST(CAST($1 AS text) AS uuid) AND aggregate_type = $2"
                                  " AND aggregate_id = $3",
@@ -198,6 +210,9 @@ int64_t seq_of_event(pg::Conn &conn, const Config &cfg, const std::string &aggre
 
 int64_t seq_since(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
                   const std::string &aggregate_id, const std::string &since) {
+    require_text(aggregate_type, "aggregate type");
+    require_text(aggregate_id, "aggregate id");
+    require_text(since, "since");
     pg::Result r = conn.exec("SELECT min(seq) FROM " + cfg.outbox_qualified() +
                                  " WHERE aggregate_type = $1 AND aggregate_id = $2"
                                  " AND created_at >= CAST($3 AS timestamptz)",
@@ -248,6 +263,8 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
     if (aggregate_type.empty() || aggregate_id.empty()) {
         fail(Errc::invalid_argument, "replay needs an aggregate type and id");
     }
+    require_text(aggregate_type, "aggregate type");
+    require_text(aggregate_id, "aggregate id");
     amqp::Connection mq(amqp_options(cfg, "outbox-replay"));
     if (cfg.exchange_declare) {
         mq.declare_exchange(cfg.exchange, cfg.exchange_type, true, false);

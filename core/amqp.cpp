@@ -276,31 +276,6 @@ struct PendingContent {
 
 } // namespace
 
-// ---- redact_url --------------------------------------------------------------------------------------
-
-std::string redact_url(const std::string &url) {
-    const auto scheme = url.find("://");
-    const size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
-    size_t auth_end = url.find_first_of("/?#", auth_start);
-    if (auth_end == std::string::npos) {
-        auth_end = url.size();
-    }
-    size_t at = url.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
-    if (at == std::string::npos || at < auth_start) {
-        // A password with an unencoded '/', '?' or '#' ends the authority early; look further rather
-        // than leak it. Over-redacting a strange URL is the acceptable failure here.
-        at = url.find('@', auth_end);
-        if (at == std::string::npos) {
-            return url;
-        }
-    }
-    const auto colon = url.find(':', auth_start);
-    if (colon == std::string::npos || colon > at) {
-        return url; // no password
-    }
-    return url.substr(0, colon + 1) + "***" + url.substr(at);
-}
-
 // ---- Connection::Impl -----------------------------------------------------------------------------
 
 struct Connection::Impl {

@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "identifiers.hpp"
+#include "json.hpp"
 
 #include <cerrno>
 #include <climits>
@@ -19,7 +20,7 @@ long long parse_int(const std::string &key, const std::string &v, long long lo, 
     char *end = nullptr;
     long long n = std::strtoll(v.c_str(), &end, 10);
     if (errno != 0 || end == nullptr || *end != '\0') {
-        fail(Errc::invalid_argument, key + ": expected an integer, got '" + v + "'");
+        fail(Errc::invalid_argument, key + ": expected an integer, got " + quote_input(v));
     }
     if (n < lo || n > hi) {
         fail(Errc::invalid_argument,
@@ -35,7 +36,7 @@ bool parse_bool(const std::string &key, const std::string &v) {
     if (v == "0" || v == "false" || v == "no" || v == "off") {
         return false;
     }
-    fail(Errc::invalid_argument, key + ": expected true or false, got '" + v + "'");
+    fail(Errc::invalid_argument, key + ": expected true or false, got " + quote_input(v));
 }
 
 std::string format_map(const std::map<std::string, std::string> &m) {
@@ -69,6 +70,17 @@ Option bool_opt(const char *key, const char *help, bool Config::*field) {
             [field](const Config &c) { return std::string(c.*field ? "true" : "false"); }};
 }
 
+Option amqp_name_opt(const char *key, const char *help, std::string Config::*field, bool queue) {
+    return {key, help,
+            [field, queue](Config &c, const std::string &k, const std::string &v) {
+                if (!v.empty() || !queue) {
+                    validate_amqp_name(v, k.c_str(), queue);
+                }
+                c.*field = v;
+            },
+            [field](const Config &c) { return c.*field; }};
+}
+
 Option str_opt(const char *key, const char *help, std::string Config::*field, bool identifier = false,
                bool secret = false) {
     return {key, help,
@@ -98,7 +110,7 @@ const std::vector<Option> &options() {
              } else if (v == "qmark") {
                  c.qmark_placeholders = true;
              } else {
-                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got " + quote_input(v));
              }
          },
          [](const Config &c) { return std::string(c.qmark_placeholders ? "qmark" : "dollar"); }},
@@ -111,11 +123,12 @@ const std::vector<Option> &options() {
         int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",
                 &Config::pg_connect_timeout_s, 1, 3600),
         str_opt("amqp.url", "RabbitMQ URL, amqp:// or amqps:// (env OUTBOX_AMQP_URL)", &Config::amqp_url, false, true),
-        str_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)", &Config::exchange),
+        amqp_name_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)",
+                      &Config::exchange, false),
         {"amqp.exchange_type", "type of the exchange when declared: fanout, topic, direct, headers (default fanout)",
          [](Config &c, const std::string &k, const std::string &v) {
              if (v != "fanout" && v != "topic" && v != "direct" && v != "headers") {
-                 fail(Errc::invalid_argument, k + ": expected fanout, topic, direct or headers, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected fanout, topic, direct or headers, got " + quote_input(v));
              }
              c.exchange_type = v;
          },
@@ -158,11 +171,12 @@ const std::vector<Option> &options() {
                 &Config::relay_busy_poll_ms, 1, 3600000),
         bool_opt("relay.listen", "wake up on LISTEN/NOTIFY (default true)", &Config::relay_listen),
         str_opt("relay.notify_channel", "NOTIFY channel name (default outbox_events)", &Config::notify_channel, true),
-        str_opt("consumer.queue", "the consumer's durable queue (default: the consumer's name)", &Config::consumer_queue),
+        amqp_name_opt("consumer.queue", "the consumer's durable queue (default: the consumer's name)",
+                      &Config::consumer_queue, true),
         {"consumer.queue_type", "quorum (default; gives delivery counts) or classic",
          [](Config &c, const std::string &k, const std::string &v) {
              if (v != "quorum" && v != "classic") {
-                 fail(Errc::invalid_argument, k + ": expected quorum or classic, got '" + v + "'");
+                 fail(Errc::invalid_argument, k + ": expected quorum or classic, got " + quote_input(v));
              }
              c.consumer_queue_type = v;
          },
@@ -172,8 +186,8 @@ const std::vector<Option> &options() {
         int_opt("consumer.delivery_limit",
                 "deliveries of a failing message before it goes to the dead-letter queue (default 5)",
                 &Config::consumer_delivery_limit, 1, 1000000),
-        str_opt("consumer.dead_letter_queue", "dead-letter queue (default <queue>.dead)",
-                &Config::consumer_dead_letter_queue),
+        amqp_name_opt("consumer.dead_letter_queue", "dead-letter queue (default <queue>.dead)",
+                      &Config::consumer_dead_letter_queue, true),
         int_opt("consumer.max_body_bytes", "larger messages are dead-lettered unread (default 4194304)",
                 &Config::consumer_max_body_bytes, 1, 512LL * 1024 * 1024),
         bool_opt("inbox.order_check", "report out-of-order and gapped events per aggregate (default true)",
@@ -182,8 +196,8 @@ const std::vector<Option> &options() {
                 "inbox rows younger than this are never purged; must exceed the longest time a message can "
                 "wait for redelivery (default 604800, 7 days)",
                 &Config::inbox_retention_s, 0, 100LL * 365 * 24 * 3600),
-        str_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
-                &Config::relay_name),
+        amqp_name_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
+                      &Config::relay_name, false),
     };
     return opts;
 }
@@ -199,6 +213,26 @@ const Option *find(const std::string &key) {
 
 } // namespace
 
+void validate_amqp_name(const std::string &name, const char *what, bool queue) {
+    // 200 leaves room for the suffixes the consumer derives (".dead", ".dlx", the "outbox-"
+    // consumer tag) within AMQP's 255-byte short strings.
+    if (name.empty() || name.size() > 200) {
+        fail(Errc::invalid_argument, std::string(what) + " must be 1 to 200 bytes");
+    }
+    if (!valid_utf8(name)) {
+        fail(Errc::invalid_argument, std::string(what) + " is not valid UTF-8");
+    }
+    for (char ch : name) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c == 0x7F) {
+            fail(Errc::invalid_argument, std::string(what) + " must not contain control characters");
+        }
+    }
+    if (queue && name.rfind("amq.", 0) == 0) {
+        fail(Errc::invalid_argument, std::string(what) + " must not start with 'amq.' (reserved by the broker)");
+    }
+}
+
 std::map<std::string, std::string> parse_type_map(const std::string &spec) {
     std::map<std::string, std::string> out;
     size_t pos = 0;
@@ -211,9 +245,13 @@ std::map<std::string, std::string> parse_type_map(const std::string &spec) {
         }
         size_t eq = item.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
-            fail(Errc::invalid_argument, "event.type_map: expected TYPE=Name pairs, got '" + item + "'");
+            fail(Errc::invalid_argument, "event.type_map: expected TYPE=Name pairs, got " + quote_input(item));
         }
-        out[item.substr(0, eq)] = item.substr(eq + 1);
+        const std::string name = item.substr(eq + 1);
+        // The name becomes part of every event type (the message's `type` property and a text
+        // column): printable UTF-8 only.
+        validate_amqp_name(name, "event.type_map name", false);
+        out[item.substr(0, eq)] = name;
     }
     return out;
 }
@@ -221,7 +259,16 @@ std::map<std::string, std::string> parse_type_map(const std::string &spec) {
 void Config::set(const std::string &key, const std::string &value) {
     const Option *o = find(key);
     if (o == nullptr) {
-        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+        fail(Errc::unknown_key, "unknown configuration key " + quote_input(key));
+    }
+    // No option needs more; a longer value is a mistake that would otherwise fail late (or
+    // travel into every connection attempt and log line).
+    if (value.size() > max_value_bytes) {
+        fail(Errc::invalid_argument, key + ": value is " + std::to_string(value.size()) + " bytes, over the limit of " +
+                                         std::to_string(max_value_bytes));
+    }
+    if (value.find('\0') != std::string::npos || !valid_utf8(value)) {
+        fail(Errc::invalid_argument, key + ": value must be UTF-8 text without NUL bytes");
     }
     o->set(*this, key, value);
 }
@@ -229,7 +276,7 @@ void Config::set(const std::string &key, const std::string &value) {
 std::string Config::get(const std::string &key) const {
     const Option *o = find(key);
     if (o == nullptr) {
-        fail(Errc::unknown_key, "unknown configuration key '" + key + "'");
+        fail(Errc::unknown_key, "unknown configuration key " + quote_input(key));
     }
     return o->get(*this);
 }

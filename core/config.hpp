@@ -65,6 +65,9 @@ struct Config {
     bool inbox_order_check = true;
     int64_t inbox_retention_s = 7 * 24 * 3600;
 
+    // Longest value set() accepts, for any key.
+    static constexpr size_t max_value_bytes = 64 * 1024;
+
     // Sets one option from its string form; throws Error(unknown_key) or Error(invalid_argument).
     void set(const std::string &key, const std::string &value);
     // The string form of one option; throws Error(unknown_key).
@@ -82,6 +85,10 @@ struct Config {
     [[nodiscard]] std::string inbox_qualified() const;
     [[nodiscard]] std::string migrations_qualified() const;
 };
+
+// Names of exchanges, queues and consumers: 1..200 bytes of UTF-8 without control characters;
+// queue names may not start with the broker's reserved "amq.". Throws Error(invalid_argument).
+void validate_amqp_name(const std::string &name, const char *what, bool queue);
 
 // "PRD=Product,ORD=Order" -> map; throws Error(invalid_argument).
 std::map<std::string, std::string> parse_type_map(const std::string &spec);

@@ -15,15 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const int64_t *header_int(const amqp::Properties &p, const char *name) {
-    for (const auto &[k, v] : p.headers) {
-        if (k == name) {
-            return std::get_if<int64_t>(&v);
-        }
-    }
-    return nullptr;
-}
-
 // Thrown for a failing handler, so infrastructure errors are never mistaken for one.
 struct HandlerFailed {
     std::string reason;
@@ -31,101 +22,9 @@ struct HandlerFailed {
 
 } // namespace
 
-const std::string *Delivery::field(const std::string &name) const {
-    for (const auto &[k, v] : fields) {
-        if (k == name) {
-            return &v;
-        }
-    }
-    return nullptr;
-}
-
-std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d) {
-    d = Delivery{};
-    d.raw = std::move(msg);
-    const std::string &body = d.raw.body;
-    if (body.size() > max_body) {
-        return "body is " + std::to_string(body.size()) + " bytes, over consumer.max_body_bytes (" +
-               std::to_string(max_body) + ")";
-    }
-    const std::string &ct = d.raw.props.content_type;
-    if (!ct.empty() && ct.rfind("application/json", 0) != 0) {
-        return "content type '" + ct + "' is not application/json";
-    }
-    if (!valid_utf8(body)) {
-        return "body is not valid UTF-8";
-    }
-    json::Ptr doc = json::parse(body);
-    if (!doc) {
-        return "body is not valid JSON";
-    }
-    if (!cJSON_IsObject(doc.get())) {
-        return "body is not a JSON object";
-    }
-    std::vector<json::Member> members;
-    if (!json::object_members(body, members)) {
-        return "body is not a JSON object";
-    }
-    for (const auto &m : members) {
-        if (m.value == "null") {
-            d.null_fields.push_back(m.key);
-            continue;
-        }
-        std::string value;
-        if (!m.value.empty() && m.value.front() == '"') {
-            if (!json::decode_string(m.value, value)) {
-                return "field " + m.key + " is not a valid string";
-            }
-        } else {
-            value = std::string(m.value);
-        }
-        d.fields.emplace_back(m.key, std::move(value));
-    }
-    auto need_string = [&](const char *name, std::string &out) -> std::string {
-        for (const auto &m : members) {
-            if (m.key == name) {
-                if (m.value.empty() || m.value.front() != '"') {
-                    return std::string(name) + " must be a string";
-                }
-                out = *d.field(name);
-                return out.empty() ? std::string(name) + " is empty" : std::string();
-            }
-        }
-        return std::string("missing ") + name;
-    };
-    for (auto [name, out] : {std::pair<const char *, std::string *>{"OUTBOX_ID", &d.event_id},
-                             {"EVENT_TYPE", &d.event_type},
-                             {"AGGREGATE_TYPE", &d.aggregate_type},
-                             {"AGGREGATE_ID", &d.aggregate_id}}) {
-        std::string why = need_string(name, *out);
-        if (!why.empty()) {
-            return why;
-        }
-    }
-    if (!uuid::valid(d.event_id)) {
-        return "OUTBOX_ID is not a UUID";
-    }
-    const std::string *payload = d.field("PAYLOAD");
-    if (payload == nullptr || payload->empty() || payload->front() != '{') {
-        return "PAYLOAD must be a JSON object";
-    }
-    if (const int64_t *seq = header_int(d.raw.props, "outbox-seq")) {
-        d.seq = *seq > 0 ? *seq : 0;
-    }
-    if (const int64_t *count = header_int(d.raw.props, "x-delivery-count")) {
-        d.delivery_count = *count;
-    } else if (d.raw.redelivered) {
-        d.delivery_count = -1;
-    } else {
-        d.delivery_count = 0;
-    }
-    return {};
-}
-
 Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(std::move(name)) {
-    if (name_.empty() || name_.size() > 200) {
-        fail(Errc::invalid_argument, "consumer name must be 1 to 200 characters");
-    }
+    // The name is also the inbox key, the consumer tag and, by default, the queue name.
+    validate_amqp_name(name_, "consumer name", cfg_.consumer_queue.empty());
     queue_ = cfg_.consumer_queue.empty() ? name_ : cfg_.consumer_queue;
     dlx_ = queue_ + ".dlx";
     dlq_ = cfg_.consumer_dead_letter_queue.empty() ? queue_ + ".dead" : cfg_.consumer_dead_letter_queue;
@@ -238,7 +137,9 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
         fail(Errc::connection, "consumer is not connected; the message will be redelivered");
     }
     amqp::Properties props = d.raw.props;
-    props.headers.emplace_back("x-outbox-dead-reason", reason);
+    // Properties travel in one frame (128 KiB): a handler's 16 MiB error text would make the
+    // publish fail and the message could never leave the queue. Shortened, printable UTF-8.
+    props.headers.emplace_back("x-outbox-dead-reason", printable(reason, 1024));
     props.headers.emplace_back("x-outbox-dead-queue", queue_);
     props.headers.emplace_back("x-outbox-dead-consumer", name_);
     props.headers.emplace_back("x-outbox-dead-at", static_cast<int64_t>(std::time(nullptr)));

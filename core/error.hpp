@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace outbox {
 
@@ -38,5 +39,15 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void fail(Errc code, const std::string &message) { throw Error(code, message); }
 
 const char *errc_name(Errc code) noexcept;
+
+// A caller's input as error messages quote it: at most `max` bytes, and anything that is not
+// printable UTF-8 (control characters, invalid bytes) as \xNN. Messages stay short and valid
+// UTF-8 whatever was passed in, so bindings can always decode them.
+std::string quote_input(std::string_view input, size_t max = 64);
+// The same without the quotes.
+std::string printable(std::string_view input, size_t max);
+// An error message as callers get it: at most `max` bytes, valid UTF-8 (other bytes as \xNN),
+// line breaks kept. Server messages can quote a caller's 16 MiB statement or raw bytes back.
+std::string message_text(std::string_view input, size_t max = 4000);
 
 } // namespace outbox

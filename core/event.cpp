@@ -138,7 +138,7 @@ void Event::set(std::string_view field, std::string_view value) {
     } else if (field == "event_id") {
         event_id = std::move(v);
     } else {
-        fail(Errc::unknown_key, "unknown event field '" + std::string(field) + "'");
+        fail(Errc::unknown_key, "unknown event field " + quote_input(field));
     }
 }
 
@@ -156,7 +156,7 @@ void Event::unset(std::string_view field) {
     } else if (field == "event_id") {
         event_id.reset();
     } else {
-        fail(Errc::invalid_argument, "field '" + std::string(field) + "' cannot be unset");
+        fail(Errc::invalid_argument, "field " + quote_input(field) + " cannot be unset");
     }
 }
 

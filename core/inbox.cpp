@@ -109,8 +109,9 @@ Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_orde
 }
 
 int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch) {
-    if (older_than_s < 0 || batch <= 0) {
-        fail(Errc::invalid_argument, "purge needs a non-negative age and a positive batch size");
+    // Ages past 100 years overflow PostgreSQL's interval arithmetic: refused, not a late error.
+    if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600 || batch <= 0) {
+        fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
     }
     const std::string sql = "DELETE FROM " + cfg.inbox_qualified() + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " +
                             cfg.inbox_qualified() +

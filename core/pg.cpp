@@ -1,5 +1,7 @@
 #include "pg.hpp"
 
+#include "redact.hpp"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -37,50 +39,16 @@ Errc errc_for_sqlstate(std::string_view s) {
     return Errc::database;
 }
 
-std::string redact_conninfo(const std::string &conninfo) {
-    std::string out = conninfo;
-    // URL form: scheme://user:password@host
-    size_t scheme = out.find("://");
-    if (scheme != std::string::npos) {
-        size_t at = out.find('@', scheme + 3);
-        size_t colon = out.find(':', scheme + 3);
-        if (at != std::string::npos && colon != std::string::npos && colon < at) {
-            out.replace(colon + 1, at - colon - 1, "***");
-        }
-        size_t pw = out.find("password=");
-        if (pw != std::string::npos) {
-            size_t end = out.find('&', pw);
-            out.replace(pw + 9, end == std::string::npos ? std::string::npos : end - pw - 9, "***");
-        }
-        return out;
-    }
-    // key=value form
-    size_t pw = out.find("password");
-    while (pw != std::string::npos) {
-        size_t eq = out.find('=', pw);
-        if (eq == std::string::npos) {
-            break;
-        }
-        size_t start = eq + 1;
-        while (start < out.size() && out[start] == ' ') {
-            ++start;
-        }
-        size_t end = start;
-        if (start < out.size() && out[start] == '\'') {
-            end = out.find('\'', start + 1);
-            end = end == std::string::npos ? out.size() : end + 1;
-        } else {
-            while (end < out.size() && out[end] != ' ') {
-                ++end;
-            }
-        }
-        out.replace(start, end - start, "***");
-        pw = out.find("password", start + 3);
-    }
-    return out;
-}
-
 Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::string &application_name) {
+    // Refused before libpq sees them: a longer string is no connection string, and a NUL would
+    // silently cut it short.
+    if (conninfo.size() > 64 * 1024) {
+        fail(Errc::invalid_argument, "PostgreSQL connection string is " + std::to_string(conninfo.size()) +
+                                         " bytes, over the limit of 65536");
+    }
+    if (conninfo.find('\0') != std::string::npos) {
+        fail(Errc::invalid_argument, "PostgreSQL connection string contains a NUL byte");
+    }
     std::string timeout = std::to_string(connect_timeout_s);
     // Defaults first: the expanded conninfo (dbname slot) overrides any of them.
     const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
@@ -96,7 +64,8 @@ Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::s
         while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
             msg.pop_back();
         }
-        fail(Errc::connection, "cannot connect to PostgreSQL (" + redact_conninfo(conninfo) + "): " + msg);
+        fail(Errc::connection,
+             "cannot connect to PostgreSQL (" + redact_conninfo(conninfo) + "): " + redact::pg_message(conninfo, msg));
     }
     // A library must not write the server's NOTICEs to the application's stderr.
     PQsetNoticeProcessor(c, [](void *, const char *) {}, nullptr);

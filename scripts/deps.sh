@@ -16,8 +16,10 @@ OUTBOX_DEB_PACKAGES=(
     postgresql postgresql-contrib rabbitmq-server
     # bindings / examples
     php-cli php-pgsql python3 python3-venv nodejs npm
-    # process and socket tools used by the scripts
-    procps iproute2
+    # process and socket tools used by the scripts; openssl makes the services' test certificates
+    procps iproute2 openssl
+    # fuzzing (tests/fuzz): clang with libFuzzer and the sanitizer runtimes
+    clang-14 libclang-rt-14-dev
 )
 
 # package -> shell test; when the test succeeds the package is not needed

@@ -41,6 +41,8 @@ OUTBOX_RABBIT_DIST_PORT="${OUTBOX_RABBIT_DIST_PORT:-56730}"
 OUTBOX_EPMD_PORT="${OUTBOX_EPMD_PORT:-56731}"
 OUTBOX_RABBIT_CTL_PORT_MIN="${OUTBOX_RABBIT_CTL_PORT_MIN:-56740}"
 OUTBOX_RABBIT_CTL_PORT_MAX="${OUTBOX_RABBIT_CTL_PORT_MAX:-56759}"
+# RabbitMQ's TLS listener (amqps://); PostgreSQL takes TLS on its own port (ssl = on).
+OUTBOX_AMQPS_PORT="${OUTBOX_AMQPS_PORT:-56732}"
 OUTBOX_SERVICES_HOST=127.0.0.1
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -72,6 +74,12 @@ OUTBOX_RABBIT_NODENAME="${OUTBOX_RABBIT_NODENAME:-outbox@localhost}"
 OUTBOX_RABBIT_USER="${OUTBOX_RABBIT_USER:-outbox}"
 OUTBOX_RABBIT_PASSWORD="${OUTBOX_RABBIT_PASSWORD:-outbox}"
 OUTBOX_LOCAL_AMQP_URL="amqp://$OUTBOX_RABBIT_USER:$OUTBOX_RABBIT_PASSWORD@$OUTBOX_SERVICES_HOST:$OUTBOX_AMQP_PORT/%2f"
+
+# ---------------------------------------------------------------- TLS
+# A throwaway CA and a server certificate for localhost / 127.0.0.1, made by `services.sh up`
+# with openssl whenever a service starts; tests verify the servers against ca.crt.
+OUTBOX_TLS_DIR="$OUTBOX_RUN_DIR/tls"
+OUTBOX_LOCAL_AMQPS_URL="amqps://$OUTBOX_RABBIT_USER:$OUTBOX_RABBIT_PASSWORD@localhost:$OUTBOX_AMQPS_PORT/%2f"
 
 # Every daemon we start carries OUTBOX_SERVICES_MARK=<run dir> in its
 # environment; that is how `services.sh down` finds (only) our processes.
@@ -209,4 +217,6 @@ outbox_pid_is_ours() {
 outbox_print_env() {
     printf "export OUTBOX_PG_URL='%s'\n" "$OUTBOX_LOCAL_PG_URL"
     printf "export OUTBOX_AMQP_URL='%s'\n" "$OUTBOX_LOCAL_AMQP_URL"
+    printf "export OUTBOX_AMQPS_URL='%s'\n" "$OUTBOX_LOCAL_AMQPS_URL"
+    printf "export OUTBOX_TLS_CA='%s'\n" "$OUTBOX_TLS_DIR/ca.crt"
 }

@@ -26,8 +26,9 @@ Commands:
   rabbitmq-diagnostics ARGS...  rabbitmq-diagnostics for our node
 
 Endpoints (never the system defaults):
-  PostgreSQL  $OUTBOX_LOCAL_PG_URL
+  PostgreSQL  $OUTBOX_LOCAL_PG_URL (also TLS: sslmode=verify-full sslrootcert=$OUTBOX_TLS_DIR/ca.crt)
   RabbitMQ    $OUTBOX_LOCAL_AMQP_URL
+              $OUTBOX_LOCAL_AMQPS_URL (TLS, CA $OUTBOX_TLS_DIR/ca.crt)
               node $OUTBOX_RABBIT_NODENAME, distribution port $OUTBOX_RABBIT_DIST_PORT, epmd port $OUTBOX_EPMD_PORT
 EOF
 }
@@ -79,6 +80,30 @@ show_log_tail() {
 }
 
 remaining() { echo $(( DEADLINE - SECONDS )); }
+
+# ============================================================== TLS
+
+# A fresh CA and server certificate (localhost, 127.0.0.1, ::1) for both services.
+tls_prepare() {
+    command -v openssl >/dev/null 2>&1 || die "openssl not found; run scripts/deps.sh"
+    local d="$OUTBOX_TLS_DIR"
+    rm -rf "$d"
+    mkdir -p "$d"
+    chmod 0755 "$d"
+    (
+        cd "$d"
+        umask 077
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \
+            -subj "/CN=outbox throwaway test CA" -keyout ca.key -out ca.crt \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=localhost" \
+            -keyout server.key -out server.csr
+        printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\n' >server.ext
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+            -extfile server.ext -out server.crt
+        chmod 0644 ca.crt server.crt
+    ) >"$OUTBOX_RUN_DIR/tls.log" 2>&1 || { show_log_tail "$OUTBOX_RUN_DIR/tls.log"; die "tls: openssl failed"; }
+}
 
 # ============================================================== PostgreSQL
 
@@ -178,7 +203,22 @@ logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 log_timezone = 'UTC'
 timezone = 'UTC'
+ssl = on
+ssl_cert_file = 'outbox-server.crt'
+ssl_key_file = 'outbox-server.key'
 EOF
+    # The server's key must belong to the account that runs it, mode 0600.
+    as_pg cp "$OUTBOX_TLS_DIR/server.crt" "$OUTBOX_PG_DATA/outbox-server.crt"
+    as_pg install -m 0600 /dev/null "$OUTBOX_PG_DATA/outbox-server.key"
+    as_pg tee "$OUTBOX_PG_DATA/outbox-server.key" <"$OUTBOX_TLS_DIR/server.key" >/dev/null
+    # Trust for everyone (throwaway server), except members of outbox_password_auth: their
+    # passwords are checked, so tests can tell a right password from a wrong one.
+    if ! grep -q "outbox_password_auth" "$OUTBOX_PG_DATA/pg_hba.conf"; then
+        { printf 'host all +outbox_password_auth 127.0.0.1/32 scram-sha-256\n'
+          printf 'host all +outbox_password_auth ::1/128 scram-sha-256\n'
+          cat "$OUTBOX_PG_DATA/pg_hba.conf"; } | as_pg tee "$OUTBOX_PG_DATA/pg_hba.conf.new" >/dev/null
+        as_pg mv "$OUTBOX_PG_DATA/pg_hba.conf.new" "$OUTBOX_PG_DATA/pg_hba.conf"
+    fi
     if ! grep -qx "include 'outbox.conf'" "$OUTBOX_PG_DATA/postgresql.conf"; then
         printf "\ninclude 'outbox.conf'\n" | as_pg tee -a "$OUTBOX_PG_DATA/postgresql.conf" >/dev/null
     fi
@@ -291,6 +331,12 @@ default_permissions.configure = .*
 default_permissions.read = .*
 default_permissions.write = .*
 default_user_tags.administrator = true
+listeners.ssl.default = $OUTBOX_SERVICES_HOST:$OUTBOX_AMQPS_PORT
+ssl_options.cacertfile = $OUTBOX_TLS_DIR/ca.crt
+ssl_options.certfile = $OUTBOX_TLS_DIR/server.crt
+ssl_options.keyfile = $OUTBOX_TLS_DIR/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 disk_free_limit.absolute = 50MB
 log.console = false
 log.file.level = info
@@ -401,8 +447,13 @@ cmd_up() {
     fi
     if ! rabbit_running; then
         check_port_free "$OUTBOX_AMQP_PORT" "RabbitMQ AMQP"
+        check_port_free "$OUTBOX_AMQPS_PORT" "RabbitMQ AMQPS"
         check_port_free "$OUTBOX_RABBIT_DIST_PORT" "RabbitMQ distribution"
         check_port_free "$OUTBOX_EPMD_PORT" "epmd"
+    fi
+    # New certificates only when a service starts (a running one keeps serving the old ones).
+    if ! pg_running || ! rabbit_running; then
+        tls_prepare
     fi
     DEADLINE=$(( SECONDS + OUTBOX_SERVICES_TIMEOUT ))
     local start=$SECONDS pg_job rabbit_job rc=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test suite against real, throwaway PostgreSQL and RabbitMQ:
 #   1. installs missing packages, starts the local services
-#   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
+#   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest), the security
+#      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
 #   3. the installed library: header, pkg-config and CMake package, C example built against it
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
@@ -38,7 +39,20 @@ cxx_suite() {
   # LeakSanitizer is on; libpq/OpenSSL keep process-lifetime allocations that are not leaks of ours.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 600
+    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 600 -LE security
+}
+
+# Least-privilege roles, TLS to both servers, no password in any output, injection strings
+# (tests/security, built by cxx_suite's sanitizer build).
+security_suite() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 300 -L security
+}
+
+# libFuzzer targets (clang-14), a few seconds each; the long run is tests/fuzz/run --seconds N.
+fuzz_suite() {
+  "$root/tests/fuzz/run" --seconds "${OUTBOX_FUZZ_SECONDS:-4}"
 }
 
 installed_suite() {
@@ -72,6 +86,8 @@ ctypes_suite() {
 }
 
 suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
+suite "security: least privilege, TLS, secrets, injection" security_suite
+suite "fuzz (brief, libFuzzer)" fuzz_suite
 suite "installed library (pkg-config, find_package, C example)" installed_suite
 suite "ABI: doc comments, exported symbols, libabigail baseline" abi_suite
 suite "threads under ThreadSanitizer" tsan_suite

@@ -101,6 +101,9 @@ OUTBOX_API outbox_status outbox_config_new(outbox_config **out);
 OUTBOX_API void outbox_config_free(outbox_config *cfg);
 /**
  * Sets one option, e.g. ("amqp.exchange", "corewrite.fanout") or ("event.type_map", "PRD=Product").
+ * Values are UTF-8 text of at most 65536 bytes; exchange, queue and relay names are printable
+ * (no control characters), at most 200 bytes; table, schema and channel names are SQL
+ * identifiers ([a-z_][a-z0-9_]*).
  * @return OUTBOX_OK, OUTBOX_ERR_UNKNOWN_KEY, or OUTBOX_ERR_INVALID_ARGUMENT (bad value; the
  *         message says why). On error the configuration is unchanged.
  */
@@ -402,7 +405,8 @@ static inline void outbox_dedupe_result_init(outbox_dedupe_result *r) {
  * crash before the commit leaves no trace (the redelivery is processed), and after it every
  * redelivery is answered first_time = 0 and writes nothing.
  * With inbox.order_check (default), it also tracks the highest sequence per aggregate and
- * reports stale or gapped events in `order`.
+ * reports stale or gapped events in `order`. Outside a transaction the row commits at once
+ * (autocommit): allowed, for tools that only record, but it gives up the exactly-once effect.
  * @param[out] out may be NULL; otherwise set its size first (outbox_dedupe_result_init()).
  * @param consumer the consumer's name (1..255 bytes).
  * @param event_id the message's OUTBOX_ID (a UUID).
@@ -427,7 +431,8 @@ OUTBOX_API outbox_status outbox_render_dedupe(outbox_statement **out, const outb
  * rows (short statements, no long locks). An age below inbox.retention_s is refused
  * (OUTBOX_ERR_INVALID_ARGUMENT), so nothing a redelivery could still need is deleted.
  * @param[out] deleted may be NULL.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (age below inbox.retention_s, batch <= 0, NULL),
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (age below inbox.retention_s or over 100 years,
+ *         batch <= 0, NULL),
  *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
  */
 OUTBOX_API outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
@@ -600,8 +605,8 @@ OUTBOX_API outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, cons
  * called outside a transaction.
  * @param[out] deleted how many rows were deleted (may be NULL); on failure, how many were deleted
  *             (and committed) before it.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s < 0, batch <= 0),
- *         OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_DATABASE,
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s < 0 or over 100 years,
+ *         batch <= 0), OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_DATABASE,
  *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
  */
 OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);

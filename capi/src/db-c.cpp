@@ -2,6 +2,8 @@
 
 #include "schema.hpp"
 
+#include <cstring>
+
 using outbox::capi::guard;
 
 extern "C" {
@@ -52,13 +54,18 @@ outbox_tx_state outbox_db_tx_state(outbox_db *db) {
 
 outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migrate_target target) {
     OUTBOX_REQUIRE(db);
+    // Read as an int: any value may come across the C ABI, and loading one outside the enum's
+    // range is undefined in C++.
+    static_assert(sizeof(outbox_migrate_target) == sizeof(int), "C enums are int-sized here");
+    int t = 0;
+    std::memcpy(&t, &target, sizeof t);
     return guard([&] {
         outbox::schema::What what = outbox::schema::What::all;
-        if (target == OUTBOX_MIGRATE_OUTBOX) {
+        if (t == OUTBOX_MIGRATE_OUTBOX) {
             what = outbox::schema::What::outbox;
-        } else if (target == OUTBOX_MIGRATE_INBOX) {
+        } else if (t == OUTBOX_MIGRATE_INBOX) {
             what = outbox::schema::What::inbox;
-        } else if (target != OUTBOX_MIGRATE_ALL) {
+        } else if (t != OUTBOX_MIGRATE_ALL) {
             outbox::fail(outbox::Errc::invalid_argument, "unknown migrate target");
         }
         auto res = outbox::schema::migrate(db->conn, db->cfg, what);

@@ -20,7 +20,7 @@ thread_local bool last_is_oom = false;
 void set_error(outbox_status status, const char *message) noexcept {
     last.status = status;
     try {
-        last.message = message != nullptr ? message : "";
+        last.message = message != nullptr ? outbox::message_text(message) : "";
         last_is_oom = false;
     } catch (...) {
         last_is_oom = true;
@@ -61,7 +61,11 @@ const char *outbox_last_error(void) { return outbox::capi::last_is_oom ? outbox:
 outbox_status outbox_last_status(void) { return outbox::capi::last.status; }
 
 const char *outbox_status_name(outbox_status status) {
-    return outbox::errc_name(static_cast<outbox::Errc>(static_cast<int>(status)));
+    // Read as an int: a value outside the enum's range (from a newer or a confused caller) is
+    // legal C but undefined as a C++ enum load.
+    int value = 0;
+    std::memcpy(&value, &status, sizeof value);
+    return outbox::errc_name(static_cast<outbox::Errc>(value));
 }
 
 void outbox_string_free(char *s) { std::free(s); }

@@ -1,0 +1,246 @@
+#include "redact.hpp"
+
+#include "amqp.hpp"
+#include "pg.hpp"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <memory>
+
+namespace outbox {
+namespace {
+
+struct OptionsDeleter {
+    void operator()(PQconninfoOption *o) const noexcept { PQconninfoFree(o); }
+};
+using OptionsPtr = std::unique_ptr<PQconninfoOption, OptionsDeleter>;
+
+OptionsPtr parse_conninfo(const std::string &conninfo) {
+    char *err = nullptr;
+    OptionsPtr opts(PQconninfoParse(conninfo.c_str(), &err));
+    PQfreemem(err);
+    return opts;
+}
+
+bool is_secret_key(const char *key) {
+    std::string k = key;
+    return k.size() >= 8 && k.compare(k.size() - 8, 8, "password") == 0; // password, sslpassword
+}
+
+// URL form: the userinfo password (up to the last '@' of the authority) and every query
+// parameter named *password.
+std::string redact_pg_url(const std::string &url, size_t scheme_end) {
+    std::string out = url;
+    const size_t auth_start = scheme_end + 3;
+    size_t auth_end = out.find_first_of("/?", auth_start);
+    if (auth_end == std::string::npos) {
+        auth_end = out.size();
+    }
+    size_t at = out.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
+    if (at == std::string::npos || at < auth_start) {
+        at = out.find('@', auth_end); // an unencoded '/' or '?' in the password: look further
+    }
+    if (at != std::string::npos) {
+        const size_t colon = out.find(':', auth_start);
+        if (colon != std::string::npos && colon < at) {
+            out.replace(colon + 1, at - colon - 1, "***");
+        }
+    }
+    for (size_t q = out.find('?'); q != std::string::npos && q < out.size();) {
+        const size_t key_start = q + 1;
+        const size_t eq = out.find('=', key_start);
+        size_t amp = out.find('&', key_start);
+        if (eq == std::string::npos) {
+            break;
+        }
+        if (amp != std::string::npos && amp < eq) {
+            q = amp;
+            continue;
+        }
+        const std::string key = out.substr(key_start, eq - key_start);
+        if (key.size() >= 8 && key.compare(key.size() - 8, 8, "password") == 0) {
+            out.replace(eq + 1, (amp == std::string::npos ? out.size() : amp) - eq - 1, "***");
+            amp = out.find('&', eq + 1);
+        }
+        q = amp;
+    }
+    return out;
+}
+
+// key=value form, tokenised as libpq does (values unquoted up to whitespace, or quoted with
+// backslash escapes), keeping everything but the values of *password keys verbatim.
+std::string redact_pg_keywords(const std::string &in) {
+    std::string out;
+    size_t i = 0;
+    const auto space = [&](size_t k) { return k < in.size() && std::isspace(static_cast<unsigned char>(in[k])) != 0; };
+    while (i < in.size()) {
+        while (space(i)) {
+            out.push_back(in[i++]);
+        }
+        const size_t key_start = i;
+        while (i < in.size() && in[i] != '=' && !space(i)) {
+            ++i;
+        }
+        const std::string key = in.substr(key_start, i - key_start);
+        out += key;
+        while (space(i)) {
+            out.push_back(in[i++]);
+        }
+        if (i >= in.size() || in[i] != '=') {
+            continue;
+        }
+        out.push_back(in[i++]);
+        while (space(i)) {
+            out.push_back(in[i++]);
+        }
+        const size_t value_start = i;
+        if (i < in.size() && in[i] == '\'') {
+            ++i;
+            while (i < in.size() && in[i] != '\'') {
+                i += in[i] == '\\' ? 2 : 1;
+            }
+            i = std::min(i + 1, in.size());
+        } else {
+            while (i < in.size() && !space(i)) {
+                i += in[i] == '\\' ? 2 : 1;
+            }
+            i = std::min(i, in.size());
+        }
+        out += key.size() >= 8 && key.compare(key.size() - 8, 8, "password") == 0
+                   ? std::string("***")
+                   : in.substr(value_start, i - value_start);
+    }
+    return out;
+}
+
+std::string quote_value(const std::string &v) {
+    std::string out = "'";
+    for (char c : v) {
+        if (c == '\'' || c == '\\') {
+            out.push_back('\\');
+        }
+        out.push_back(c);
+    }
+    return out + "'";
+}
+
+} // namespace
+
+namespace redact {
+
+std::vector<std::string> pg_secrets(const std::string &conninfo) {
+    std::vector<std::string> out;
+    OptionsPtr opts = parse_conninfo(conninfo);
+    for (const PQconninfoOption *o = opts.get(); o != nullptr && o->keyword != nullptr; ++o) {
+        if (o->val != nullptr && *o->val != '\0' && is_secret_key(o->keyword)) {
+            out.emplace_back(o->val);
+        }
+    }
+    return out;
+}
+
+std::string scrub(std::string text, const std::vector<std::string> &secrets) {
+    for (const auto &s : secrets) {
+        if (s.empty()) {
+            continue;
+        }
+        for (size_t pos = text.find(s); pos != std::string::npos; pos = text.find(s, pos + 3)) {
+            text.replace(pos, s.size(), "***");
+        }
+    }
+    return text;
+}
+
+std::string pg_message(const std::string &conninfo, std::string message) {
+    if (!parse_conninfo(conninfo)) {
+        // e.g. `invalid percent-encoded token: "s3cr%zz"`: hide every quoted token.
+        std::string out;
+        size_t i = 0;
+        while (i < message.size()) {
+            const size_t open = message.find('"', i);
+            const size_t close = open == std::string::npos ? std::string::npos : message.find('"', open + 1);
+            if (close == std::string::npos) {
+                out += message.substr(i);
+                break;
+            }
+            const std::string token = message.substr(open + 1, close - open - 1);
+            out += message.substr(i, open - i) + "\"" + (token == "=" ? token : std::string("***")) + "\"";
+            i = close + 1;
+        }
+        return out;
+    }
+    return scrub(std::move(message), pg_secrets(conninfo));
+}
+
+} // namespace redact
+
+namespace pg {
+
+std::string redact_conninfo(const std::string &conninfo) {
+    if (conninfo.find('=') == std::string::npos && conninfo.find("://") == std::string::npos) {
+        return conninfo; // a bare database name, as libpq reads one: nothing secret in it
+    }
+    OptionsPtr opts = parse_conninfo(conninfo);
+    if (!opts) {
+        return "(a connection string libpq cannot parse; not shown, it may hold a password)";
+    }
+    const size_t scheme = conninfo.find("://");
+    {
+        std::string out = scheme != std::string::npos ? redact_pg_url(conninfo, scheme) : redact_pg_keywords(conninfo);
+        // Sound when libpq, reading the result, finds "***" (or nothing) wherever a password
+        // goes; the password's text may still appear as a user or database name, which is fine.
+        OptionsPtr check = parse_conninfo(out);
+        bool sound = static_cast<bool>(check);
+        for (const PQconninfoOption *o = check.get(); sound && o->keyword != nullptr; ++o) {
+            sound = !(is_secret_key(o->keyword) && o->val != nullptr && std::string(o->val) != "***");
+        }
+        if (sound) {
+            return out;
+        }
+        // A password spelled in a way the redaction above does not recognise: show the parsed
+        // options instead.
+    }
+    std::string out;
+    for (const PQconninfoOption *o = opts.get(); o->keyword != nullptr; ++o) {
+        if (o->val == nullptr) {
+            continue;
+        }
+        if (!out.empty()) {
+            out += ' ';
+        }
+        out += std::string(o->keyword) + "=" + (is_secret_key(o->keyword) ? std::string("***") : quote_value(o->val));
+    }
+    return out;
+}
+
+} // namespace pg
+
+namespace amqp {
+
+std::string redact_url(const std::string &url) {
+    const auto scheme = url.find("://");
+    const size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
+    size_t auth_end = url.find_first_of("/?#", auth_start);
+    if (auth_end == std::string::npos) {
+        auth_end = url.size();
+    }
+    size_t at = url.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
+    if (at == std::string::npos || at < auth_start) {
+        // A password with an unencoded '/', '?' or '#' ends the authority early; look further
+        // rather than leak it. Over-redacting a strange URL is the acceptable failure here.
+        at = url.find('@', auth_end);
+        if (at == std::string::npos) {
+            return url;
+        }
+    }
+    const auto colon = url.find(':', auth_start);
+    if (colon == std::string::npos || colon > at) {
+        return url; // no password
+    }
+    return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+} // namespace amqp
+} // namespace outbox

@@ -1,0 +1,60 @@
+-- Least-privilege roles for outbox, run by the tables' owner after `outbox migrate`:
+--
+--   psql "$OWNER_URL" -v ON_ERROR_STOP=1 -v schema=public -v outbox_table=outbox \
+--        -v inbox_table=outbox_inbox -f packaging/roles.sql
+--
+-- It creates four group roles (NOLOGIN) and grants each only what its statements need; give
+-- your login roles membership, e.g. GRANT outbox_relay TO relay_login. Idempotent: run it again
+-- after every migration. The variables default to the library's defaults (outbox.schema,
+-- outbox.table, inbox.table); the names are quoted by psql (:"var"), never spliced as text.
+--
+--   outbox_writer    services calling outbox_write(): INSERT events, bump the per-aggregate
+--                    counter; may read back only seq, outbox_id and idempotency_key (the
+--                    statement's RETURNING and the duplicate-key message), never a payload.
+--   outbox_relay     the relay: read events, mark them published or failed (status,
+--                    published_at, retry_count, error_message, next_attempt_at). No INSERT, no
+--                    DELETE, no other column.
+--   outbox_consumer  consumers: their inbox and its positions only; nothing of the outbox.
+--   outbox_operator  stats, retry-failed, purge, replay, purge-inbox.
+--
+-- The owner (who runs `outbox migrate`) keeps DDL; none of these roles can create or alter.
+
+\if :{?schema}
+\else
+\set schema public
+\endif
+\if :{?outbox_table}
+\else
+\set outbox_table outbox
+\endif
+\if :{?inbox_table}
+\else
+\set inbox_table outbox_inbox
+\endif
+\set aggregates_table :outbox_table _aggregates
+\set positions_table :inbox_table _positions
+
+SELECT format('CREATE ROLE %I NOLOGIN', r)
+  FROM unnest(ARRAY['outbox_writer', 'outbox_relay', 'outbox_consumer', 'outbox_operator']) AS r
+ WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = r) \gexec
+
+GRANT USAGE ON SCHEMA :"schema" TO outbox_writer, outbox_relay, outbox_consumer, outbox_operator;
+
+-- writer
+GRANT INSERT ON :"schema".:"outbox_table" TO outbox_writer;
+GRANT SELECT (seq, outbox_id, idempotency_key) ON :"schema".:"outbox_table" TO outbox_writer;
+GRANT SELECT, INSERT, UPDATE (last_seq) ON :"schema".:"aggregates_table" TO outbox_writer;
+
+-- relay
+GRANT SELECT ON :"schema".:"outbox_table" TO outbox_relay;
+GRANT UPDATE (status, published_at, retry_count, error_message, next_attempt_at)
+   ON :"schema".:"outbox_table" TO outbox_relay;
+
+-- consumer
+GRANT SELECT, INSERT ON :"schema".:"inbox_table" TO outbox_consumer;
+GRANT SELECT, INSERT, UPDATE (last_seq, updated_at) ON :"schema".:"positions_table" TO outbox_consumer;
+
+-- operator
+GRANT SELECT, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
+GRANT UPDATE (status, next_attempt_at) ON :"schema".:"outbox_table" TO outbox_operator;
+GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;

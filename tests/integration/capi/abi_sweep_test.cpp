@@ -1,0 +1,817 @@
+// Every exported C function called with bad input: NULL for each pointer argument, empty
+// strings, huge strings (16 MiB), invalid UTF-8, and handles in the wrong state (a broken or
+// closed connection, an aborted transaction, a stopped relay or consumer). Each must answer with
+// a precise status and a message, never crash, never leak (this suite runs under ASan + LSan +
+// UBSan in the test command).
+//
+// Self-policing: EverySymbolHasASweepCase reads tests/abi/symbols.txt (the exported list, itself
+// checked against the library) and the public header, and fails when a function has no case here.
+#include "fixture.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+using namespace outbox_test;
+
+namespace {
+
+const std::string kHuge(16u * 1024 * 1024, 'x');
+const char *const kBadUtf8[] = {"\xc3\x28", "\xff", "\xc0\xaf", "\xed\xa0\x80", "ok\xf4\x90\x80\x80"};
+
+const std::set<outbox_status> kAllStatuses = {
+    OUTBOX_OK,           OUTBOX_ERR_INVALID_ARGUMENT, OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE,
+    OUTBOX_ERR_DUPLICATE, OUTBOX_ERR_DATABASE,        OUTBOX_ERR_CONNECTION,    OUTBOX_ERR_BROKER,
+    OUTBOX_ERR_TIMEOUT,  OUTBOX_ERR_SCHEMA,           OUTBOX_ERR_TRANSACTION,   OUTBOX_ERR_NO_MEMORY,
+    OUTBOX_ERR_STOPPED,  OUTBOX_ERR_INTERNAL,         OUTBOX_ERR_UNKNOWN_KEY,   OUTBOX_ERR_NOT_FOUND};
+
+// Checks a status, that outbox_last_status() agrees, and that the message says something useful,
+// is short (no 16 MiB echo) and is valid UTF-8 (bindings decode it).
+#define EXPECT_STATUS(call, expected)                                                                                  \
+    do {                                                                                                               \
+        const outbox_status st_ = (call);                                                                              \
+        EXPECT_EQ(st_, (expected)) << #call << ": " << outbox_status_name(st_) << ": " << outbox_last_error();         \
+        if (st_ != OUTBOX_OK) {                                                                                        \
+            EXPECT_EQ(outbox_last_status(), st_) << #call;                                                             \
+            const std::string msg_ = outbox_last_error();                                                              \
+            EXPECT_FALSE(msg_.empty()) << #call << " failed without a message";                                        \
+            EXPECT_LT(msg_.size(), 4096U) << #call << " echoed its input into the message";                            \
+            EXPECT_TRUE(utf8_ok(msg_)) << #call << ": message is not UTF-8";                                           \
+        }                                                                                                              \
+    } while (0)
+
+bool utf8_ok(const std::string &s) {
+    // Strict enough for the check: no stray continuation or invalid lead bytes.
+    size_t i = 0;
+    while (i < s.size()) {
+        auto c = static_cast<unsigned char>(s[i]);
+        size_t n = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (n == 0 || i + n > s.size()) {
+            return false;
+        }
+        for (size_t k = 1; k < n; ++k) {
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) {
+                return false;
+            }
+        }
+        i += n;
+    }
+    return true;
+}
+
+std::vector<std::string> read_symbols() {
+    std::ifstream in(std::string(OUTBOX_SOURCE_DIR) + "/tests/abi/symbols.txt");
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) {
+        if (!line.empty()) {
+            out.push_back(line);
+        }
+    }
+    return out;
+}
+
+std::set<std::string> header_functions() {
+    std::ifstream in(std::string(OUTBOX_SOURCE_DIR) + "/capi/include/outbox.h");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    std::set<std::string> out;
+    std::regex fn(R"(OUTBOX_API[^;(]*?\b(outbox_[a-z0-9_]+)\s*\()");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), fn); it != std::sregex_iterator(); ++it) {
+        out.insert((*it)[1]);
+    }
+    return out;
+}
+
+class Sweep : public PgTest {
+  public:
+    // The cases are free functions over the fixture.
+    using PgTest::admin;
+    using PgTest::cfg;
+    using PgTest::count;
+    using PgTest::db;
+    using PgTest::make_event;
+    using PgTest::schema;
+
+  protected:
+    void SetUp() override {
+        PgTest::SetUp();
+        ASSERT_EQ(outbox_config_set(cfg, "pg.url", pg_url().c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.url", amqp_url().c_str()), OUTBOX_OK);
+        exchange = schema + ".fanout";
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.exchange", exchange.c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(cfg, "consumer.queue_type", "classic"), OUTBOX_OK);
+    }
+    void TearDown() override {
+        outbox_message_free(msg);
+        outbox_consumer_free(consumer);
+        PgTest::TearDown();
+    }
+
+  public:
+    // A real delivered message: one event written, relayed and received by a consumer.
+    void deliver() {
+        ASSERT_EQ(outbox_consumer_new(&consumer, cfg, (schema + "_sweep").c_str()), OUTBOX_OK) << outbox_last_error();
+        ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
+        outbox_event *ev = make_event("sweep-1");
+        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+        outbox_event_free(ev);
+        outbox_relay *relay = nullptr;
+        ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+        outbox_relay_stats st;
+        outbox_relay_stats_init(&st);
+        ASSERT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << outbox_last_error();
+        ASSERT_EQ(st.published, 1);
+        outbox_relay_free(relay);
+        ASSERT_EQ(outbox_consumer_next(&msg, consumer, 10000), OUTBOX_OK) << outbox_last_error();
+    }
+
+    // A db handle whose server session was terminated.
+    outbox_db *broken_db() {
+        outbox_db *b = nullptr;
+        EXPECT_EQ(outbox_db_open(&b, pg_url().c_str(), cfg), OUTBOX_OK);
+        auto *pg = static_cast<PGconn *>(outbox_db_pgconn(b));
+        admin.query("SELECT pg_terminate_backend($1::int)", {std::to_string(PQbackendPID(pg))});
+        // The first call discovers the loss; later ones fail fast.
+        outbox_db_exec(b, "SELECT 1");
+        return b;
+    }
+    // A db handle inside an aborted transaction.
+    outbox_db *aborted_db() {
+        outbox_db *b = nullptr;
+        EXPECT_EQ(outbox_db_open(&b, pg_url().c_str(), cfg), OUTBOX_OK);
+        EXPECT_EQ(outbox_db_exec(b, "BEGIN"), OUTBOX_OK);
+        EXPECT_EQ(outbox_db_exec(b, "SELECT 1/0"), OUTBOX_ERR_DATABASE);
+        return b;
+    }
+
+    std::string exchange;
+    outbox_consumer *consumer = nullptr;
+    outbox_message *msg = nullptr;
+};
+
+using Case = std::function<void(Sweep &)>;
+
+// The functions a case covers, and the case; each exported function belongs to one group.
+struct Group {
+    std::vector<std::string> names;
+    Case fn;
+};
+std::vector<Group> &groups() {
+    static std::vector<Group> g;
+    return g;
+}
+struct Register {
+    Register(std::initializer_list<const char *> names, Case c) {
+        groups().push_back({std::vector<std::string>(names.begin(), names.end()), std::move(c)});
+    }
+};
+
+const std::string kId = "0190f5c2-1c1e-7c2a-9d1b-2f4c5e6a7b8c";
+
+// ---- versions, errors, strings -----------------------------------------------------------------
+Register r_version({"outbox_version", "outbox_version_number"}, [](Sweep &) {
+    EXPECT_STREQ(outbox_version(), OUTBOX_VERSION_STRING);
+    EXPECT_EQ(outbox_version_number(), OUTBOX_VERSION_NUMBER);
+});
+Register r_errors({"outbox_last_error", "outbox_last_status", "outbox_status_name"}, [](Sweep &) {
+    EXPECT_EQ(outbox_config_new(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_last_status(), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STRNE(outbox_last_error(), "");
+    for (outbox_status s : kAllStatuses) {
+        ASSERT_NE(outbox_status_name(s), nullptr);
+        EXPECT_STRNE(outbox_status_name(s), "UNKNOWN") << s;
+    }
+    // Values no version defines get a name too, never NULL.
+    for (int v : {1, 12345, -16, -999, INT32_MIN, INT32_MAX}) {
+        ASSERT_NE(outbox_status_name(static_cast<outbox_status>(v)), nullptr);
+        EXPECT_STREQ(outbox_status_name(static_cast<outbox_status>(v)), "UNKNOWN");
+    }
+    // A success clears the record.
+    outbox_config *c = nullptr;
+    ASSERT_EQ(outbox_config_new(&c), OUTBOX_OK);
+    EXPECT_EQ(outbox_last_status(), OUTBOX_OK);
+    EXPECT_STREQ(outbox_last_error(), "");
+    outbox_config_free(c);
+});
+Register r_string_free({"outbox_string_free"}, [](Sweep &s) {
+    outbox_string_free(nullptr);
+    char *v = nullptr;
+    ASSERT_EQ(outbox_config_get(&v, s.cfg, "outbox.table"), OUTBOX_OK);
+    outbox_string_free(v); // LSan checks it is the right allocator
+});
+
+// ---- configuration ------------------------------------------------------------------------------
+Register r_config_new({"outbox_config_new", "outbox_config_free"}, [](Sweep &) {
+    EXPECT_STATUS(outbox_config_new(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_config_free(nullptr);
+});
+Register r_config_set({"outbox_config_set"}, [](Sweep &s) {
+    EXPECT_STATUS(outbox_config_set(nullptr, "outbox.table", "x"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_set(s.cfg, nullptr, "x"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_set(s.cfg, "outbox.table", nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_set(s.cfg, "", "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_config_set(s.cfg, kHuge.c_str(), "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_STATUS(outbox_config_set(s.cfg, bad, "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    }
+    // Every key: empty, huge and invalid UTF-8 values are refused (empty only where it means
+    // nothing), and the configuration is unchanged afterwards.
+    const char *key = nullptr;
+    for (size_t i = 0; outbox_config_key(&key, nullptr, i) == OUTBOX_OK; ++i) {
+        char *before = nullptr;
+        ASSERT_EQ(outbox_config_get(&before, s.cfg, key), OUTBOX_OK);
+        EXPECT_STATUS(outbox_config_set(s.cfg, key, kHuge.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
+        for (const char *bad : kBadUtf8) {
+            EXPECT_STATUS(outbox_config_set(s.cfg, key, bad), OUTBOX_ERR_INVALID_ARGUMENT);
+        }
+        const outbox_status empty = outbox_config_set(s.cfg, key, "");
+        const std::set<std::string> empty_ok = {"event.type_map", "pg.url", "amqp.url", "amqp.tls.ca",
+                                                "amqp.tls.cert", "amqp.tls.key", "consumer.queue",
+                                                "consumer.dead_letter_queue"};
+        EXPECT_EQ(empty, empty_ok.count(key) != 0 ? OUTBOX_OK : OUTBOX_ERR_INVALID_ARGUMENT)
+            << key << ": " << outbox_last_error();
+        if (empty == OUTBOX_OK) { // put it back
+            ASSERT_EQ(outbox_config_set(s.cfg, key, std::string(key) == "pg.url" ? pg_url().c_str()
+                                                     : std::string(key) == "amqp.url" ? amqp_url().c_str()
+                                                     : std::string(key) == "event.type_map" ? "PRD=Product,ORD=Order"
+                                                                                           : before),
+                      OUTBOX_OK);
+        }
+        char *after = nullptr;
+        ASSERT_EQ(outbox_config_get(&after, s.cfg, key), OUTBOX_OK);
+        EXPECT_STREQ(before, after) << key << " changed by rejected values";
+        outbox_string_free(before);
+        outbox_string_free(after);
+    }
+});
+Register r_config_get({"outbox_config_get"}, [](Sweep &s) {
+    char *v = reinterpret_cast<char *>(0x1);
+    EXPECT_STATUS(outbox_config_get(nullptr, s.cfg, "outbox.table"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_get(&v, nullptr, "outbox.table"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(v, nullptr) << "out is cleared on failure";
+    EXPECT_STATUS(outbox_config_get(&v, s.cfg, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_get(&v, s.cfg, ""), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_config_get(&v, s.cfg, kHuge.c_str()), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_config_get(&v, s.cfg, "\xff"), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_EQ(v, nullptr);
+    ASSERT_EQ(outbox_config_get(&v, s.cfg, "pg.url"), OUTBOX_OK);
+    EXPECT_STREQ(v, "***") << "secrets never read back";
+    outbox_string_free(v);
+});
+Register r_config_key({"outbox_config_key"}, [](Sweep &) {
+    EXPECT_EQ(outbox_config_key(nullptr, nullptr, 0), OUTBOX_OK) << "both outputs may be NULL";
+    EXPECT_STATUS(outbox_config_key(nullptr, nullptr, SIZE_MAX), OUTBOX_ERR_NOT_FOUND);
+    const char *k = nullptr;
+    EXPECT_STATUS(outbox_config_key(&k, nullptr, 100000), OUTBOX_ERR_NOT_FOUND);
+});
+
+// ---- database handles ---------------------------------------------------------------------------
+Register r_db_open({"outbox_db_open", "outbox_db_close"}, [](Sweep &s) {
+    outbox_db *d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_open(nullptr, pg_url().c_str(), nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_open(&d, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_STATUS(outbox_db_open(&d, kHuge.c_str(), s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_open(&d, "postgresql://outbox@127.0.0.1:1/x?connect_timeout=2", s.cfg),
+                  OUTBOX_ERR_CONNECTION);
+    EXPECT_STATUS(outbox_db_open(&d, "host=127.0.0.1 port=1 bogus_option=1", s.cfg), OUTBOX_ERR_CONNECTION);
+    // Invalid UTF-8 is the server's to refuse (a password may be any bytes): a precise status.
+    const std::string bad_db = pg_url().substr(0, pg_url().rfind('/') + 1) + "\xff\xfe";
+    EXPECT_STATUS(outbox_db_open(&d, bad_db.c_str(), s.cfg), OUTBOX_ERR_CONNECTION);
+    EXPECT_EQ(d, nullptr);
+    outbox_db_close(nullptr);
+});
+Register r_db_wrap({"outbox_db_wrap", "outbox_db_pgconn"}, [](Sweep &s) {
+    outbox_db *d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_wrap(nullptr, outbox_db_pgconn(s.db), nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_wrap(&d, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(d, nullptr);
+    EXPECT_EQ(outbox_db_pgconn(nullptr), nullptr);
+    // A lent connection that never opened: every call is a connection error.
+    PGconn *dead = PQconnectdb("host=127.0.0.1 port=1 connect_timeout=1");
+    ASSERT_EQ(outbox_db_wrap(&d, dead, s.cfg), OUTBOX_OK);
+    EXPECT_STATUS(outbox_db_exec(d, "SELECT 1"), OUTBOX_ERR_CONNECTION);
+    EXPECT_STATUS(outbox_migrate(nullptr, d, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_CONNECTION);
+    char *json = nullptr;
+    EXPECT_STATUS(outbox_stats(&json, d), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(d); // never closes the lent connection...
+    EXPECT_EQ(PQstatus(dead), CONNECTION_BAD); // ...which is still ours to finish
+    PQfinish(dead);
+});
+Register r_db_exec({"outbox_db_exec"}, [](Sweep &s) {
+    EXPECT_STATUS(outbox_db_exec(nullptr, "SELECT 1"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_exec(s.db, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_exec(s.db, ""), OUTBOX_OK);
+    EXPECT_STATUS(outbox_db_exec(s.db, kHuge.c_str()), OUTBOX_ERR_DATABASE);
+    EXPECT_STATUS(outbox_db_exec(s.db, "SELECT '\xff'"), OUTBOX_ERR_DATABASE);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_db_exec(b, "SELECT 1"), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+});
+Register r_db_tx_state({"outbox_db_tx_state"}, [](Sweep &s) {
+    EXPECT_EQ(outbox_db_tx_state(nullptr), OUTBOX_TX_UNKNOWN);
+    outbox_db *a = s.aborted_db();
+    EXPECT_EQ(outbox_db_tx_state(a), OUTBOX_TX_INERROR);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_EQ(outbox_db_tx_state(b), OUTBOX_TX_UNKNOWN);
+    outbox_db_close(b);
+});
+Register r_migrate({"outbox_migrate"}, [](Sweep &s) {
+    EXPECT_STATUS(outbox_migrate(nullptr, nullptr, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_migrate(nullptr, s.db, static_cast<outbox_migrate_target>(99)), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_migrate(nullptr, a, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_migrate(nullptr, b, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+});
+
+// ---- events, writes, rendered statements --------------------------------------------------------
+const char *const kEventFields[] = {"aggregate_type", "aggregate_id", "operation", "payload",
+                                    "previous_payload", "metadata", "user", "event_type",
+                                    "idempotency_key", "event_id", "force_delete"};
+
+Register r_event_new({"outbox_event_new", "outbox_event_free"}, [](Sweep &) {
+    EXPECT_STATUS(outbox_event_new(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_event_free(nullptr);
+});
+Register r_event_set({"outbox_event_set", "outbox_event_set_n"}, [](Sweep &s) {
+    outbox_event *ev = s.make_event();
+    EXPECT_STATUS(outbox_event_set(nullptr, "user", "x"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_set(ev, nullptr, "x"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_set(ev, "user", nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_set(ev, "", "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_event_set(ev, kHuge.c_str(), "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_event_set(ev, "\xc3\x28", "x"), OUTBOX_ERR_UNKNOWN_KEY);
+    EXPECT_STATUS(outbox_event_set_n(nullptr, "user", "x", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_set_n(ev, nullptr, "x", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_set_n(ev, "user", nullptr, 5), OUTBOX_ERR_INVALID_ARGUMENT);
+    for (const char *f : kEventFields) {
+        for (const char *bad : kBadUtf8) {
+            EXPECT_STATUS(outbox_event_set(ev, f, bad), OUTBOX_ERR_INVALID_EVENT);
+            EXPECT_STATUS(outbox_event_set_n(ev, f, bad, std::strlen(bad)), OUTBOX_ERR_INVALID_EVENT);
+        }
+        EXPECT_STATUS(outbox_event_set_n(ev, f, "a\0b", 3), OUTBOX_ERR_INVALID_EVENT);
+    }
+    // The builder still holds its good values: the rejected sets changed nothing.
+    EXPECT_STATUS(outbox_write(s.db, ev), OUTBOX_OK);
+    // Empty and huge values pass the setter (they are text) and are refused by the write, with
+    // nothing sent to the database.
+    struct Want {
+        const char *field;
+        outbox_status empty;
+        outbox_status huge;
+    };
+    for (const Want &w : {Want{"aggregate_type", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"aggregate_id", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"operation", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"payload", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE},
+                          Want{"previous_payload", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE},
+                          Want{"metadata", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE},
+                          Want{"user", OUTBOX_OK, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"event_type", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"idempotency_key", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"event_id", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT},
+                          Want{"force_delete", OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_INVALID_EVENT}}) {
+        for (int huge = 0; huge < 2; ++huge) {
+            outbox_event *e = s.make_event("sweep-" + std::string(w.field));
+            const outbox_status set = outbox_event_set(e, w.field, huge ? kHuge.c_str() : "");
+            const outbox_status want = huge ? w.huge : w.empty;
+            if (set == OUTBOX_OK) {
+                EXPECT_STATUS(outbox_write(s.db, e), want);
+            } else {
+                EXPECT_EQ(set, want) << w.field << (huge ? " huge" : " empty") << ": " << outbox_last_error();
+            }
+            outbox_event_free(e);
+        }
+    }
+    EXPECT_EQ(s.count("aggregate_id LIKE 'sweep-%'"), 1) << "only the 'user' = '' event was written";
+    outbox_event_free(ev);
+});
+Register r_event_unset({"outbox_event_unset"}, [](Sweep &s) {
+    outbox_event *ev = s.make_event();
+    EXPECT_STATUS(outbox_event_unset(nullptr, "user"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, ""), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, kHuge.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, "\xff"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, "payload"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_event_unset(ev, "user"), OUTBOX_OK);
+    outbox_event_free(ev);
+});
+Register r_event_getters({"outbox_event_id", "outbox_event_type", "outbox_event_seq"}, [](Sweep &s) {
+    EXPECT_EQ(outbox_event_id(nullptr), nullptr);
+    EXPECT_EQ(outbox_event_type(nullptr), nullptr);
+    EXPECT_EQ(outbox_event_seq(nullptr), 0);
+    outbox_event *ev = s.make_event();
+    EXPECT_EQ(outbox_event_id(ev), nullptr) << "no id before a write";
+    EXPECT_EQ(outbox_event_seq(ev), 0);
+    outbox_event_free(ev);
+});
+Register r_write({"outbox_write"}, [](Sweep &s) {
+    outbox_event *ev = s.make_event();
+    EXPECT_STATUS(outbox_write(nullptr, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write(s.db, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_write(a, ev), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_write(b, ev), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+    outbox_event *empty = nullptr;
+    ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write(s.db, empty), OUTBOX_ERR_INVALID_EVENT);
+    outbox_event_free(empty);
+    outbox_event_free(ev);
+    EXPECT_EQ(s.count(), 0);
+});
+Register r_render({"outbox_render_write", "outbox_statement_free", "outbox_statement_sql",
+                   "outbox_statement_param_count", "outbox_statement_param", "outbox_statement_json"},
+                  [](Sweep &s) {
+                      outbox_statement *st = reinterpret_cast<outbox_statement *>(0x1);
+                      outbox_event *ev = s.make_event();
+                      EXPECT_STATUS(outbox_render_write(nullptr, s.cfg, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_render_write(&st, s.cfg, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_EQ(st, nullptr);
+                      outbox_event *empty = nullptr;
+                      ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
+                      EXPECT_STATUS(outbox_render_write(&st, nullptr, empty), OUTBOX_ERR_INVALID_EVENT);
+                      outbox_event_free(empty);
+                      EXPECT_EQ(outbox_statement_sql(nullptr), nullptr);
+                      EXPECT_EQ(outbox_statement_param_count(nullptr), 0U);
+                      EXPECT_EQ(outbox_statement_param(nullptr, 0), nullptr);
+                      outbox_statement_free(nullptr);
+                      char *json = reinterpret_cast<char *>(0x1);
+                      EXPECT_STATUS(outbox_statement_json(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_statement_json(&json, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_EQ(json, nullptr);
+                      ASSERT_EQ(outbox_render_write(&st, nullptr, ev), OUTBOX_OK);
+                      EXPECT_EQ(outbox_statement_param(st, outbox_statement_param_count(st)), nullptr);
+                      EXPECT_EQ(outbox_statement_param(st, SIZE_MAX), nullptr);
+                      outbox_statement_free(st);
+                      outbox_event_free(ev);
+                  });
+
+// ---- relay --------------------------------------------------------------------------------------
+Register r_relay_new({"outbox_relay_new", "outbox_relay_free"}, [](Sweep &s) {
+    outbox_relay *r = reinterpret_cast<outbox_relay *>(0x1);
+    EXPECT_STATUS(outbox_relay_new(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_relay_new(&r, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(r, nullptr);
+    outbox_config *no_pg = nullptr;
+    ASSERT_EQ(outbox_config_new(&no_pg), OUTBOX_OK);
+    EXPECT_STATUS(outbox_relay_new(&r, no_pg), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_config_free(no_pg);
+    outbox_relay_free(nullptr);
+});
+Register r_relay_calls({"outbox_relay_set_logger", "outbox_relay_step", "outbox_relay_run", "outbox_relay_stop",
+                        "outbox_relay_reset"},
+                       [](Sweep &s) {
+                           EXPECT_STATUS(outbox_relay_set_logger(nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                           EXPECT_STATUS(outbox_relay_step(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                           EXPECT_STATUS(outbox_relay_run(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                           EXPECT_STATUS(outbox_relay_reset(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                           outbox_relay_stop(nullptr);
+                           outbox_relay *r = nullptr;
+                           ASSERT_EQ(outbox_relay_new(&r, s.cfg), OUTBOX_OK);
+                           EXPECT_STATUS(outbox_relay_set_logger(r, nullptr, nullptr), OUTBOX_OK);
+                           outbox_relay_stats st{};
+                           st.size = 0; // not initialised
+                           EXPECT_STATUS(outbox_relay_step(r, &st), OUTBOX_ERR_INVALID_ARGUMENT);
+                           // Stopped: a step claims and publishes nothing; run returns at once.
+                           outbox_event *ev = s.make_event("relay-stopped");
+                           ASSERT_EQ(outbox_write(s.db, ev), OUTBOX_OK);
+                           outbox_relay_stop(r);
+                           outbox_relay_stats_init(&st);
+                           EXPECT_STATUS(outbox_relay_step(r, &st), OUTBOX_OK);
+                           EXPECT_EQ(st.published, 0);
+                           EXPECT_STATUS(outbox_relay_run(r), OUTBOX_OK);
+                           EXPECT_EQ(s.count("status = 'PENDING'"), 1);
+                           EXPECT_STATUS(outbox_relay_reset(r), OUTBOX_OK);
+                           outbox_relay_free(r);
+                           // A relay whose servers are unreachable: precise errors, step after step.
+                           outbox_config *bad = nullptr;
+                           ASSERT_EQ(outbox_config_new(&bad), OUTBOX_OK);
+                           ASSERT_EQ(outbox_config_set(bad, "pg.url", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=1"),
+                                     OUTBOX_OK);
+                           ASSERT_EQ(outbox_relay_new(&r, bad), OUTBOX_OK);
+                           EXPECT_STATUS(outbox_relay_step(r, nullptr), OUTBOX_ERR_CONNECTION);
+                           EXPECT_STATUS(outbox_relay_step(r, nullptr), OUTBOX_ERR_CONNECTION);
+                           outbox_relay_free(r);
+                           ASSERT_EQ(outbox_config_set(bad, "pg.url", pg_url().c_str()), OUTBOX_OK);
+                           ASSERT_EQ(outbox_config_set(bad, "outbox.schema", s.schema.c_str()), OUTBOX_OK);
+                           ASSERT_EQ(outbox_config_set(bad, "amqp.url", "amqp://u:pw@127.0.0.1:1/%2f"), OUTBOX_OK);
+                           ASSERT_EQ(outbox_config_set(bad, "amqp.connect_timeout_ms", "1000"), OUTBOX_OK);
+                           ASSERT_EQ(outbox_relay_new(&r, bad), OUTBOX_OK);
+                           EXPECT_STATUS(outbox_relay_step(r, nullptr), OUTBOX_ERR_CONNECTION);
+                           outbox_relay_free(r);
+                           ASSERT_EQ(outbox_config_set(bad, "amqp.url", "notaurl://\xff"), OUTBOX_ERR_INVALID_ARGUMENT);
+                           ASSERT_EQ(outbox_config_set(bad, "amqp.url", "notaurl://x"), OUTBOX_OK);
+                           ASSERT_EQ(outbox_relay_new(&r, bad), OUTBOX_OK);
+                           EXPECT_STATUS(outbox_relay_step(r, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                           outbox_relay_free(r);
+                           outbox_config_free(bad);
+                           outbox_event_free(ev);
+                       });
+
+// ---- dedupe and the inbox -----------------------------------------------------------------------
+Register r_dedupe({"outbox_consumer_dedupe", "outbox_render_dedupe"}, [](Sweep &s) {
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, nullptr, "c", kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, s.db, nullptr, kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, s.db, "c", nullptr, "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_statement *st = reinterpret_cast<outbox_statement *>(0x1);
+    EXPECT_STATUS(outbox_render_dedupe(nullptr, s.cfg, "c", kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_render_dedupe(&st, s.cfg, nullptr, kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_render_dedupe(&st, s.cfg, "c", nullptr, "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(st, nullptr);
+    const std::string long_name(256, 'c');
+    struct Bad {
+        const char *consumer, *id, *type, *agg;
+        int64_t seq;
+    };
+    for (const Bad &b : {Bad{"", kId.c_str(), "PRD", "1", 1}, Bad{long_name.c_str(), kId.c_str(), "PRD", "1", 1},
+                         Bad{kHuge.c_str(), kId.c_str(), "PRD", "1", 1}, Bad{"\xc3\x28", kId.c_str(), "PRD", "1", 1},
+                         Bad{"c", "", "PRD", "1", 1}, Bad{"c", kHuge.c_str(), "PRD", "1", 1},
+                         Bad{"c", "\xff", "PRD", "1", 1}, Bad{"c", "not-a-uuid", "PRD", "1", 1},
+                         Bad{"c", kId.c_str(), "\xff", "1", 1}, Bad{"c", kId.c_str(), "PRD", "\xed\xa0\x80", 1},
+                         Bad{"c", kId.c_str(), "PRD", "1", -1}}) {
+        EXPECT_STATUS(outbox_consumer_dedupe(&r, s.db, b.consumer, b.id, b.type, b.agg, b.seq),
+                      OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_STATUS(outbox_render_dedupe(&st, s.cfg, b.consumer, b.id, b.type, b.agg, b.seq),
+                      OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(st, nullptr);
+    }
+    outbox_dedupe_result zero{};
+    EXPECT_STATUS(outbox_consumer_dedupe(&zero, s.db, "c", kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, a, "c", kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, b, "c", kId.c_str(), "PRD", "1", 1), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+    // NULL type and id are allowed: no order check.
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, s.db, "c", kId.c_str(), nullptr, nullptr, 0), OUTBOX_OK);
+    // Outside a transaction the row commits at once (documented: it then gives up exactly-once).
+    EXPECT_EQ(s.admin.scalar("SELECT count(*) FROM \"" + s.schema + "\".outbox_inbox"), "1");
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, s.db, "c", kId.c_str(), nullptr, nullptr, 0), OUTBOX_OK);
+    EXPECT_EQ(r.first_time, 0);
+    // Not migrated: a schema error.
+    outbox_config *other = nullptr;
+    ASSERT_EQ(outbox_config_new(&other), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(other, "outbox.schema", s.schema.c_str()), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(other, "inbox.table", "never_migrated"), OUTBOX_OK);
+    outbox_db *d2 = nullptr;
+    ASSERT_EQ(outbox_db_open(&d2, pg_url().c_str(), other), OUTBOX_OK);
+    EXPECT_STATUS(outbox_consumer_dedupe(&r, d2, "c", kId.c_str(), nullptr, nullptr, 0), OUTBOX_ERR_SCHEMA);
+    outbox_db_close(d2);
+    outbox_config_free(other);
+});
+Register r_inbox_purge({"outbox_inbox_purge"}, [](Sweep &s) {
+    int64_t n = -1;
+    EXPECT_STATUS(outbox_inbox_purge(&n, nullptr, 99999999, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(&n, s.db, 10, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(&n, s.db, -1, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(&n, s.db, 99999999, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(&n, s.db, INT64_MAX, -5), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(nullptr, s.db, INT64_MAX, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_inbox_purge(nullptr, s.db, 99999999, 10), OUTBOX_OK);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_inbox_purge(&n, b, 99999999, 10), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+});
+
+// ---- the consumer -------------------------------------------------------------------------------
+Register r_consumer_new({"outbox_consumer_new", "outbox_consumer_free", "outbox_consumer_connect"}, [](Sweep &s) {
+    outbox_consumer *c = reinterpret_cast<outbox_consumer *>(0x1);
+    EXPECT_STATUS(outbox_consumer_new(nullptr, s.cfg, "c"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_new(&c, nullptr, "c"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_new(&c, s.cfg, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(c, nullptr);
+    for (const char *bad : {"", kHuge.c_str(), "\xc3\x28", "\xed\xa0\x80", "line\nbreak", "amq.reserved"}) {
+        EXPECT_STATUS(outbox_consumer_new(&c, s.cfg, bad), OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(c, nullptr);
+    }
+    outbox_consumer_free(nullptr);
+    EXPECT_STATUS(outbox_consumer_connect(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_config *bad = nullptr;
+    ASSERT_EQ(outbox_config_new(&bad), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(bad, "amqp.url", "amqp://u:pw@127.0.0.1:1/%2f"), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(bad, "amqp.connect_timeout_ms", "1000"), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_new(&c, bad, "sweep-unreachable"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_consumer_connect(c), OUTBOX_ERR_CONNECTION);
+    outbox_message *m = reinterpret_cast<outbox_message *>(0x1);
+    EXPECT_STATUS(outbox_consumer_next(&m, c, 100), OUTBOX_ERR_CONNECTION);
+    EXPECT_EQ(m, nullptr);
+    outbox_consumer_free(c);
+    outbox_config_free(bad);
+});
+Register r_consumer_msgs({"outbox_consumer_next", "outbox_consumer_ack", "outbox_consumer_nack",
+                          "outbox_consumer_dead_letter", "outbox_consumer_dedupe_message", "outbox_consumer_stop",
+                          "outbox_consumer_reset", "outbox_consumer_set_logger"},
+                         [](Sweep &s) {
+                             outbox_message *m = reinterpret_cast<outbox_message *>(0x1);
+                             EXPECT_STATUS(outbox_consumer_next(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_next(&m, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_EQ(m, nullptr);
+                             EXPECT_STATUS(outbox_consumer_reset(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_set_logger(nullptr, nullptr, nullptr),
+                                           OUTBOX_ERR_INVALID_ARGUMENT);
+                             outbox_consumer_stop(nullptr);
+                             ASSERT_NO_FATAL_FAILURE(s.deliver());
+                             outbox_consumer *c = s.consumer;
+                             EXPECT_STATUS(outbox_consumer_set_logger(c, nullptr, nullptr), OUTBOX_OK);
+                             EXPECT_STATUS(outbox_consumer_ack(nullptr, s.msg), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_ack(c, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_nack(nullptr, s.msg, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_nack(c, nullptr, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_dead_letter(nullptr, s.msg, "r"), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_dead_letter(c, nullptr, "r"), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_dead_letter(c, s.msg, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                             outbox_dedupe_result r;
+                             outbox_dedupe_result_init(&r);
+                             EXPECT_STATUS(outbox_consumer_dedupe_message(&r, nullptr, c, s.msg),
+                                           OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_dedupe_message(&r, s.db, nullptr, s.msg),
+                                           OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_dedupe_message(&r, s.db, c, nullptr),
+                                           OUTBOX_ERR_INVALID_ARGUMENT);
+                             outbox_dedupe_result zero{};
+                             EXPECT_STATUS(outbox_consumer_dedupe_message(&zero, s.db, c, s.msg),
+                                           OUTBOX_ERR_INVALID_ARGUMENT);
+                             outbox_db *a = s.aborted_db();
+                             EXPECT_STATUS(outbox_consumer_dedupe_message(&r, a, c, s.msg), OUTBOX_ERR_TRANSACTION);
+                             outbox_db_close(a);
+                             // A message acked through a consumer that never connected: a
+                             // connection error, the message is redelivered to its own consumer.
+                             outbox_consumer *other = nullptr;
+                             ASSERT_EQ(outbox_consumer_new(&other, s.cfg, "sweep-other"), OUTBOX_OK);
+                             EXPECT_STATUS(outbox_consumer_ack(other, s.msg), OUTBOX_ERR_CONNECTION);
+                             EXPECT_STATUS(outbox_consumer_nack(other, s.msg, 1), OUTBOX_ERR_CONNECTION);
+                             EXPECT_STATUS(outbox_consumer_dead_letter(other, s.msg, "r"), OUTBOX_ERR_CONNECTION);
+                             outbox_consumer_free(other);
+                             // A 16 MiB reason with invalid UTF-8 in it: shortened to printable
+                             // text so it fits the header frame; the message is dead-lettered.
+                             std::string reason = kHuge;
+                             reason[3] = '\xff';
+                             EXPECT_STATUS(outbox_consumer_dead_letter(c, s.msg, reason.c_str()), OUTBOX_OK);
+                             // Stopped: next returns STOPPED until reset.
+                             outbox_consumer_stop(c);
+                             outbox_message *none = nullptr;
+                             EXPECT_STATUS(outbox_consumer_next(&none, c, 1000), OUTBOX_ERR_STOPPED);
+                             EXPECT_EQ(none, nullptr);
+                             EXPECT_STATUS(outbox_consumer_reset(c), OUTBOX_OK);
+                             EXPECT_STATUS(outbox_consumer_next(&none, c, -5), OUTBOX_ERR_TIMEOUT);
+                         });
+Register r_consumer_run({"outbox_consumer_run", "outbox_handler_error"}, [](Sweep &s) {
+    auto handler = [](outbox_db *, const outbox_message *, void *) { return 0; };
+    EXPECT_STATUS(outbox_consumer_run(nullptr, nullptr, handler, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_consumer *c = nullptr;
+    outbox_config *no_pg = nullptr;
+    ASSERT_EQ(outbox_config_new(&no_pg), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(no_pg, "amqp.url", amqp_url().c_str()), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_new(&c, no_pg, "sweep-run"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_consumer_run(c, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    // No database at all: an argument error, not an endless retry.
+    EXPECT_STATUS(outbox_consumer_run(c, nullptr, handler, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_consumer_free(c);
+    outbox_config_free(no_pg);
+    // Outside a handler it only sets this thread's reason; NULL and huge are fine.
+    outbox_handler_error(nullptr);
+    outbox_handler_error(kHuge.c_str());
+    outbox_handler_error("\xff");
+    (void)s;
+});
+Register r_message({"outbox_message_free", "outbox_message_field", "outbox_message_body", "outbox_message_property",
+                    "outbox_message_seq", "outbox_message_redelivered", "outbox_message_delivery_count",
+                    "outbox_message_order", "outbox_message_previous_seq"},
+                   [](Sweep &s) {
+                       outbox_message_free(nullptr);
+                       size_t len = 99;
+                       EXPECT_EQ(outbox_message_body(nullptr, &len), nullptr);
+                       EXPECT_EQ(len, 0U);
+                       EXPECT_EQ(outbox_message_body(nullptr, nullptr), nullptr);
+                       EXPECT_EQ(outbox_message_field(nullptr, "OUTBOX_ID"), nullptr);
+                       EXPECT_EQ(outbox_message_property(nullptr, "type"), nullptr);
+                       EXPECT_EQ(outbox_message_seq(nullptr), 0);
+                       EXPECT_EQ(outbox_message_redelivered(nullptr), 0);
+                       EXPECT_EQ(outbox_message_delivery_count(nullptr), -1);
+                       EXPECT_EQ(outbox_message_order(nullptr), OUTBOX_ORDER_UNCHECKED);
+                       EXPECT_EQ(outbox_message_previous_seq(nullptr), 0);
+                       ASSERT_NO_FATAL_FAILURE(s.deliver());
+                       EXPECT_EQ(outbox_message_field(s.msg, nullptr), nullptr);
+                       EXPECT_EQ(outbox_message_property(s.msg, nullptr), nullptr);
+                       for (const char *name : {"", "\xff", "NO_SUCH_FIELD", kHuge.c_str()}) {
+                           EXPECT_EQ(outbox_message_field(s.msg, name), nullptr);
+                           EXPECT_EQ(outbox_message_property(s.msg, name), nullptr);
+                       }
+                       EXPECT_STREQ(outbox_message_field(s.msg, "AGGREGATE_ID"), "sweep-1");
+                       EXPECT_NE(outbox_message_body(s.msg, &len), nullptr);
+                       EXPECT_GT(len, 0U);
+                       EXPECT_EQ(outbox_message_seq(s.msg), 1);
+                       EXPECT_EQ(outbox_consumer_ack(s.consumer, s.msg), OUTBOX_OK);
+                   });
+
+// ---- operations ---------------------------------------------------------------------------------
+Register r_stats({"outbox_stats"}, [](Sweep &s) {
+    char *json = reinterpret_cast<char *>(0x1);
+    EXPECT_STATUS(outbox_stats(nullptr, s.db), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_stats(&json, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(json, nullptr);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_stats(&json, a), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_stats(&json, b), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+    EXPECT_EQ(json, nullptr);
+});
+Register r_retry({"outbox_retry_failed"}, [](Sweep &s) {
+    int64_t n = -1;
+    EXPECT_STATUS(outbox_retry_failed(&n, nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(n, 0);
+    EXPECT_STATUS(outbox_retry_failed(&n, s.db, nullptr, "not-a-uuid", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_retry_failed(&n, s.db, nullptr, kHuge.c_str(), 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_STATUS(outbox_retry_failed(&n, s.db, bad, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    }
+    EXPECT_STATUS(outbox_retry_failed(&n, s.db, kHuge.c_str(), nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    // Empty filters mean "any"; text that looks like SQL is only a filter value.
+    EXPECT_STATUS(outbox_retry_failed(&n, s.db, "", "", -1), OUTBOX_OK);
+    EXPECT_STATUS(outbox_retry_failed(nullptr, s.db, "'; DROP TABLE x; --", nullptr, INT32_MAX), OUTBOX_OK);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_retry_failed(&n, a, nullptr, nullptr, 0), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+});
+Register r_purge({"outbox_purge_published"}, [](Sweep &s) {
+    int64_t n = -1;
+    EXPECT_STATUS(outbox_purge_published(&n, nullptr, 10, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(n, 0);
+    EXPECT_STATUS(outbox_purge_published(&n, s.db, -1, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published(&n, s.db, 10, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published(&n, s.db, INT64_MAX, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published(&n, s.db, 3153600000, 10), OUTBOX_OK);
+    ASSERT_EQ(outbox_db_exec(s.db, "BEGIN"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_purge_published(&n, s.db, 10, 10), OUTBOX_ERR_TRANSACTION);
+    ASSERT_EQ(outbox_db_exec(s.db, "ROLLBACK"), OUTBOX_OK);
+});
+Register r_replay({"outbox_replay"}, [](Sweep &s) {
+    int64_t n = -1;
+    EXPECT_STATUS(outbox_replay(&n, nullptr, nullptr, "PRD", "1", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(n, 0);
+    EXPECT_STATUS(outbox_replay(&n, s.db, nullptr, nullptr, "1", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay(&n, s.db, nullptr, "PRD", nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay(&n, s.db, s.cfg, "", "1", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay(&n, s.db, s.cfg, "PRD", "", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay(&n, s.db, s.cfg, "\xff", "1", 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay(&n, s.db, s.cfg, "PRD", kHuge.c_str(), 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    // Nothing to replay: OK with 0, whatever from_seq says.
+    EXPECT_STATUS(outbox_replay(&n, s.db, s.cfg, "PRD", "none", INT64_MIN), OUTBOX_OK);
+    EXPECT_EQ(n, 0);
+    outbox_config *bad = nullptr;
+    ASSERT_EQ(outbox_config_new(&bad), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(bad, "amqp.url", "amqp://u:pw@127.0.0.1:1/%2f"), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(bad, "amqp.connect_timeout_ms", "1000"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_replay(&n, s.db, bad, "PRD", "1", 0), OUTBOX_ERR_CONNECTION);
+    outbox_config_free(bad);
+});
+
+} // namespace
+
+TEST(AbiSweep, EverySymbolHasASweepCase) {
+    const auto symbols = read_symbols();
+    ASSERT_GT(symbols.size(), 50U) << "tests/abi/symbols.txt not found or empty";
+    std::map<std::string, int> covered;
+    for (const auto &g : groups()) {
+        for (const auto &n : g.names) {
+            ++covered[n];
+        }
+    }
+    for (const auto &sym : symbols) {
+        EXPECT_EQ(covered[sym], 1) << sym << " is exported but has no bad-input case in abi_sweep_test.cpp";
+    }
+    for (const auto &fn : header_functions()) {
+        EXPECT_NE(std::find(symbols.begin(), symbols.end(), fn), symbols.end())
+            << fn << " is declared in outbox.h but not listed in symbols.txt";
+    }
+    for (const auto &[name, n] : covered) {
+        EXPECT_NE(std::find(symbols.begin(), symbols.end(), name), symbols.end()) << name << " is not exported";
+    }
+}
+
+// One test per group of functions, named after its first function, so a failure names it.
+class AbiSweepCase : public Sweep, public ::testing::WithParamInterface<size_t> {};
+
+TEST_P(AbiSweepCase, BadInputGetsAPreciseStatus) { groups().at(GetParam()).fn(*this); }
+
+INSTANTIATE_TEST_SUITE_P(Every, AbiSweepCase, ::testing::Range<size_t>(0, groups().size()),
+                         [](const ::testing::TestParamInfo<size_t> &p) { return groups().at(p.param).names[0]; });
