@@ -616,7 +616,8 @@ Register r_consumer_new({"outbox_consumer_new", "outbox_consumer_free", "outbox_
     outbox_config_free(bad);
 });
 Register r_consumer_msgs({"outbox_consumer_next", "outbox_consumer_ack", "outbox_consumer_nack",
-                          "outbox_consumer_dead_letter", "outbox_consumer_dedupe_message", "outbox_consumer_stop",
+                          "outbox_consumer_dead_letter", "outbox_consumer_dedupe_message", "outbox_consumer_begin",
+                          "outbox_consumer_stop",
                           "outbox_consumer_reset", "outbox_consumer_set_logger"},
                          [](Sweep &s) {
                              outbox_message *m = reinterpret_cast<outbox_message *>(0x1);
@@ -648,8 +649,15 @@ Register r_consumer_msgs({"outbox_consumer_next", "outbox_consumer_ack", "outbox
                              outbox_dedupe_result zero{};
                              EXPECT_STATUS(outbox_consumer_dedupe_message(&zero, s.db, c, s.msg),
                                            OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_begin(&r, nullptr, c, s.msg), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_begin(&r, s.db, nullptr, s.msg), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_begin(&r, s.db, c, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                             EXPECT_STATUS(outbox_consumer_begin(&zero, s.db, c, s.msg), OUTBOX_ERR_INVALID_ARGUMENT);
                              outbox_db *a = s.aborted_db();
                              EXPECT_STATUS(outbox_consumer_dedupe_message(&r, a, c, s.msg), OUTBOX_ERR_TRANSACTION);
+                             // begin opens the transaction itself: an aborted one is refused, untouched.
+                             EXPECT_STATUS(outbox_consumer_begin(&r, a, c, s.msg), OUTBOX_ERR_TRANSACTION);
+                             EXPECT_EQ(PQtransactionStatus(static_cast<PGconn *>(outbox_db_pgconn(a))), PQTRANS_INERROR);
                              outbox_db_close(a);
                              // A message acked through a consumer that never connected: a
                              // connection error, the message is redelivered to its own consumer.
