@@ -509,30 +509,36 @@ TEST(AmqpConnection, ConfirmsAThousandPipelinedPublishes) {
     Confirms confirms;
     amqp::Properties props;
     props.delivery_mode = 2;
-    const auto t0 = Clock::now();
-    for (uint64_t i = 1; i <= kTotal; ++i) {
-        while (i - confirms.settled_up_to > kWindow) {
-            ASSERT_LT(ms_since(t0), 30000) << "confirms stalled at " << confirms.settled_up_to;
-            if (auto ev = c.wait(1000)) {
-                confirms.on(*ev);
+    // RabbitMQ coalesces confirms of a pipelined burst (multiple=true) when they pile up; on a
+    // busy machine it may keep up and ack one by one, so bursts are repeated (a few at most)
+    // until one coalesced, each fully accounted for.
+    uint64_t sent = 0;
+    for (int round = 1; round <= 5 && confirms.multiple_acks == 0; ++round) {
+        const auto t0 = Clock::now();
+        for (uint64_t i = sent + 1; i <= sent + kTotal; ++i) {
+            while (i - confirms.settled_up_to > kWindow) {
+                ASSERT_LT(ms_since(t0), 30000) << "confirms stalled at " << confirms.settled_up_to;
+                if (auto ev = c.wait(1000)) {
+                    confirms.on(*ev);
+                }
             }
+            props.message_id = "m-" + std::to_string(i);
+            ASSERT_EQ(c.publish("", q, true, props, "payload " + std::to_string(i)), i);
         }
-        props.message_id = "m-" + std::to_string(i);
-        ASSERT_EQ(c.publish("", q, true, props, "payload " + std::to_string(i)), i);
+        sent += kTotal;
+        EXPECT_EQ(c.next_publish_tag(), sent + 1);
+        ASSERT_TRUE(confirms.drain(c, sent));
+        EXPECT_EQ(confirms.acked.size(), sent);
+        EXPECT_TRUE(confirms.nacked.empty());
+        EXPECT_TRUE(confirms.returned.empty());
+        EXPECT_EQ(*confirms.acked.begin(), 1U);
+        EXPECT_EQ(*confirms.acked.rbegin(), sent);
+        std::printf("[ info ] %llu publishes confirmed by %d basic.ack frames, %d of them multiple=true\n",
+                    static_cast<unsigned long long>(sent), confirms.ack_events, confirms.multiple_acks);
     }
-    EXPECT_EQ(c.next_publish_tag(), kTotal + 1);
-    ASSERT_TRUE(confirms.drain(c, kTotal));
-    EXPECT_EQ(confirms.acked.size(), kTotal);
-    EXPECT_TRUE(confirms.nacked.empty());
-    EXPECT_TRUE(confirms.returned.empty());
-    EXPECT_EQ(*confirms.acked.begin(), 1U);
-    EXPECT_EQ(*confirms.acked.rbegin(), kTotal);
-    std::printf("[ info ] %llu publishes confirmed by %d basic.ack frames, %d of them multiple=true\n",
-                static_cast<unsigned long long>(kTotal), confirms.ack_events, confirms.multiple_acks);
-    // RabbitMQ coalesces confirms of a pipelined burst; a client that ignored `multiple` would have
-    // missed tags above and not settled.
+    // A client that ignored `multiple` would have missed tags above and not settled.
     EXPECT_GT(confirms.multiple_acks, 0);
-    EXPECT_EQ(c.purge_queue(q), kTotal);
+    EXPECT_EQ(c.purge_queue(q), sent);
 }
 
 TEST(AmqpConnection, UnroutableMandatoryPublishIsReturnedBeforeItsAck) {
