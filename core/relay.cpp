@@ -209,7 +209,7 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
         std::unordered_map<std::string, bool> taken;
         bool wrapped = cursor_type_.empty() && cursor_id_.empty();
         while (true) {
-            pg::Result v = db.exec(visit_sql_, {cursor_type_, cursor_id_, std::to_string(scan)});
+            pg::Result v = db.exec_cached(visit_sql_, {cursor_type_, cursor_id_, std::to_string(scan)});
             int i = 0;
             for (; i < v.rows() && static_cast<int>(types.size()) < batch; ++i) {
                 std::string key = std::string(v.get(i, 0)) + '\0' + std::string(v.get(i, 1));
@@ -244,7 +244,7 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
         if (types.empty()) {
             return items; // nothing due; the caller ends the transaction
         }
-        pg::Result r = db.exec(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
+        pg::Result r = db.exec_cached(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
                                             std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
         for (int i = 0; i < r.rows(); ++i) {
@@ -297,7 +297,7 @@ Relay::MarkResult Relay::mark(pg::Conn &db, const MarkArgs &args) {
     MarkResult m;
     try {
         if (!args.empty) {
-            pg::Result r = db.exec(mark_sql_, {args.ok_ids, args.bad_ids, args.bad_errors,
+            pg::Result r = db.exec_cached(mark_sql_, {args.ok_ids, args.bad_ids, args.bad_errors,
                                                std::to_string(cfg_.relay_max_attempts), args.bad_delays});
             m.published = r.get_int(0, 0);
             m.failed = r.get_int(0, 1);
