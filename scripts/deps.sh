@@ -18,6 +18,8 @@ OUTBOX_DEB_PACKAGES=(
     php-cli php-pgsql python3 python3-venv nodejs npm
     # process and socket tools used by the scripts
     procps iproute2
+    # packet loss and drops inside the fault suite's own network namespace (tests/faults)
+    nftables
 )
 
 # package -> shell test; when the test succeeds the package is not needed
