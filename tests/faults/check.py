@@ -25,8 +25,8 @@ import sys
 
 
 def read_writer_logs(d):
-    committed, rolled_back, resolved = {}, set(), 0
-    bad = []
+    committed, rolled_back, resolved, late = {}, set(), 0, set()
+    bad, txid_wrong = [], []
     for name in sorted(os.listdir(d)):
         if not (name.startswith("writer-") and name.endswith(".log")):
             continue
@@ -34,6 +34,9 @@ def read_writer_logs(d):
             for line in f:
                 p = line.split()
                 if not p:
+                    continue
+                if p[0] == "T":
+                    txid_wrong.append(line.strip())
                     continue
                 if p[0] == "X":
                     bad.append(line.strip())
@@ -44,11 +47,13 @@ def read_writer_logs(d):
                 kind, eid, agg, seq, how = p
                 if how == "resolved":
                     resolved += 1
+                if how == "late":
+                    late.add(eid)
                 if kind == "C":
                     committed[eid] = (agg, int(seq))
                 else:
                     rolled_back.add(eid)
-    return committed, rolled_back, resolved, bad
+    return committed, rolled_back, resolved, bad, late, txid_wrong
 
 
 def read_consumer_log(path):
@@ -83,7 +88,7 @@ def order_violations(seq_by_agg_in_order, committed_seqs_by_agg=None):
 
 
 def check(d):
-    committed, rolled_back, resolved, bad_lines = read_writer_logs(d)
+    committed, rolled_back, resolved, bad_lines, late, txid_wrong = read_writer_logs(d)
     db = json.load(open(os.path.join(d, "db.json")))
     faults = json.load(open(os.path.join(d, "faults.json")))
     consumers = faults["consumers"]
@@ -128,6 +133,7 @@ def check(d):
             "applied": len(applied),
             "lost": len(lost),
             "lost_ids": lost[:20],
+            "lost_all": lost,
             "unexpected": len(unexpected),
             "unexpected_ids": unexpected[:20],
             "duplicates": dups,
@@ -140,8 +146,11 @@ def check(d):
     allowed = faults["duplicates_allowed"]
     total = {
         "committed": len(committed),
+        "late_committed": len(late),
+        "late_lost": sum(1 for p in per.values() for e in p["lost_all"] if e in late),
         "rolled_back": len(rolled_back),
         "unknown_resolved": resolved,
+        "txid_status_wrong": len(txid_wrong),
         "received": sum(p["received"] for p in per.values()),
         "lost": sum(p["lost"] for p in per.values()) + len(missing_in_db),
         "unexpected": sum(p["unexpected"] for p in per.values()) + len(rolled_back_in_db),
@@ -175,6 +184,8 @@ def check(d):
         problems.append("no event was committed: the scenario tested nothing")
     for problem in faults.get("problems", []):
         problems.append(problem)
+    for p in per.values():
+        del p["lost_all"]
     return {
         "total": total,
         "consumers": per,
