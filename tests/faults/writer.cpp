@@ -277,6 +277,10 @@ int main(int argc, char **argv) {
             // Nothing was committed: COMMIT was never sent. The server rolls back (or already did).
             ++errors;
             log_events('A', ws, "error");
+            // After a failed write the handle keeps its event id (for a retry of the same event);
+            // the next transaction writes new events, so it gets a fresh handle.
+            outbox_event_free(ev);
+            outbox_event_new(&ev);
             if (outbox_db_tx_state(db) != OUTBOX_TX_UNKNOWN) {
                 outbox_db_exec(db, "ROLLBACK");
             }
