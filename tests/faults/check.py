@@ -178,6 +178,9 @@ def check(d):
         problems.append("%d table rows no writer logged" % len(unlogged_in_db))
     if status.get("PENDING", 0) or status.get("FAILED", 0):
         problems.append("left in the table: %d PENDING, %d FAILED" % (status.get("PENDING", 0), status.get("FAILED", 0)))
+    both = [e for e in committed if e in rolled_back]
+    if both:
+        problems.append("%d event ids logged both committed and not committed (writer error)" % len(both))
     if bad_lines:
         problems.append("writer log problems: %s" % bad_lines[:3])
     if total["committed"] == 0:

@@ -8,7 +8,7 @@
 // The handler, inside the consumer's transaction, inserts (consumer, event) into <schema>.effects;
 // a second application of the same event would raise the row's n above 1, which the checker
 // counts. Log lines (one write(2) each, so they survive a kill -9 whole):
-//   R <event-id> <aggregate-id> <seq> <delivery-count>  the handler ran (first time per dedupe)
+//   R <event-id> <aggregate-id> <seq> <delivery-count> <epoch-ms>  the handler ran (first time per dedupe)
 //   D <event-id>                                        a redelivery the inbox answered "seen"
 //   L <epoch-ms> <level> <message>                      the runtime's log (reconnects, errors)
 // Reads OUTBOX_PG_URL and OUTBOX_AMQP_URL; stops on SIGTERM/SIGINT.
@@ -50,6 +50,7 @@ void log_line(const std::string &line) {
     }
 }
 
+
 long long now_ms() {
     timeval tv{};
     gettimeofday(&tv, nullptr);
@@ -68,7 +69,7 @@ int handle(outbox_db *tx, const outbox_message *msg, void *ud) {
     const char *agg = outbox_message_field(msg, "AGGREGATE_ID");
     const std::string seq = std::to_string(outbox_message_seq(msg));
     log_line(std::string("R ") + id + " " + agg + " " + seq + " " +
-             std::to_string(outbox_message_delivery_count(msg)));
+             std::to_string(outbox_message_delivery_count(msg)) + " " + std::to_string(now_ms()));
     if (ctx->sleep_us > 0) {
         usleep(static_cast<useconds_t>(ctx->sleep_us));
     }
