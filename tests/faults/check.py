@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Jepsen-style accounting of one fault scenario, from the writers' and consumers' logs and the
 database's final state.
 
