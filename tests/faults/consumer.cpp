@@ -31,7 +31,9 @@
 namespace {
 
 outbox_consumer *g_consumer = nullptr;
-extern "C" void on_stop(int) { outbox_consumer_stop(g_consumer); }
+extern "C" void on_stop(int) {
+    outbox_consumer_stop(g_consumer);
+}
 
 int g_log = -1;
 
@@ -50,7 +52,6 @@ void log_line(const std::string &line) {
     }
 }
 
-
 long long now_ms() {
     timeval tv{};
     gettimeofday(&tv, nullptr);
@@ -68,8 +69,8 @@ int handle(outbox_db *tx, const outbox_message *msg, void *ud) {
     const char *id = outbox_message_field(msg, "OUTBOX_ID");
     const char *agg = outbox_message_field(msg, "AGGREGATE_ID");
     const std::string seq = std::to_string(outbox_message_seq(msg));
-    log_line(std::string("R ") + id + " " + agg + " " + seq + " " +
-             std::to_string(outbox_message_delivery_count(msg)) + " " + std::to_string(now_ms()));
+    log_line(std::string("R ") + id + " " + agg + " " + seq + " " + std::to_string(outbox_message_delivery_count(msg)) +
+             " " + std::to_string(now_ms()));
     if (ctx->sleep_us > 0) {
         usleep(static_cast<useconds_t>(ctx->sleep_us));
     }
@@ -107,12 +108,18 @@ int main(int argc, char **argv) {
     std::vector<std::pair<std::string, std::string>> sets;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--name") name = v;
-        else if (a == "--schema") schema = v;
-        else if (a == "--exchange") exchange = v;
-        else if (a == "--log") log = v;
-        else if (a == "--handler-sleep-us") ctx.sleep_us = std::atol(v.c_str());
-        else if (a == "--set" && v.find('=') != std::string::npos) sets.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
+        if (a == "--name")
+            name = v;
+        else if (a == "--schema")
+            schema = v;
+        else if (a == "--exchange")
+            exchange = v;
+        else if (a == "--log")
+            log = v;
+        else if (a == "--handler-sleep-us")
+            ctx.sleep_us = std::atol(v.c_str());
+        else if (a == "--set" && v.find('=') != std::string::npos)
+            sets.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
         else {
             name.clear();
             break;
@@ -138,8 +145,10 @@ int main(int argc, char **argv) {
     outbox_config *cfg = nullptr;
     outbox_config_new(&cfg);
     sets.insert(sets.begin(), {{"outbox.schema", schema}, {"amqp.exchange", exchange}});
-    if (pg != nullptr) sets.insert(sets.begin(), {"pg.url", pg});
-    if (amqp != nullptr) sets.insert(sets.begin(), {"amqp.url", amqp});
+    if (pg != nullptr)
+        sets.insert(sets.begin(), {"pg.url", pg});
+    if (amqp != nullptr)
+        sets.insert(sets.begin(), {"amqp.url", amqp});
     for (const auto &[k, v] : sets) {
         if (outbox_config_set(cfg, k.c_str(), v.c_str()) != OUTBOX_OK) {
             std::fprintf(stderr, "consumer: %s=%s: %s\n", k.c_str(), v.c_str(), outbox_last_error());

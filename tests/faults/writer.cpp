@@ -17,8 +17,8 @@
 // disagrees with the rows is logged as  T <txid> <status> <rows>  (see resolve()). Nothing is
 // logged as C or A before the outcome is certain.
 // --hold-max-ms keeps each transaction open a random time before COMMIT; --hold-first-s holds the
-// first one that long (late commits; a held transaction always commits). Reads OUTBOX_PG_URL; stops after the current transaction
-// on SIGTERM/SIGINT.
+// first one that long (late commits; a held transaction always commits). Reads OUTBOX_PG_URL; stops after the current
+// transaction on SIGTERM/SIGINT.
 #include <outbox.h>
 
 #include <libpq-fe.h>
@@ -40,7 +40,9 @@
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop(int) { g_stop.store(true); }
+extern "C" void on_stop(int) {
+    g_stop.store(true);
+}
 
 struct Options {
     std::string name = "w";
@@ -182,17 +184,28 @@ bool parse(int argc, char **argv, Options &o) {
             return false;
         }
         std::string v = argv[++i];
-        if (a == "--name") o.name = v;
-        else if (a == "--schema") o.schema = v;
-        else if (a == "--log") o.log = v;
-        else if (a == "--prefix") o.prefix = v;
-        else if (a == "--aggregates") o.aggregates = std::atoi(v.c_str());
-        else if (a == "--rate") o.rate = std::atof(v.c_str());
-        else if (a == "--rollback-pct") o.rollback_pct = std::atoi(v.c_str());
-        else if (a == "--hold-max-ms") o.hold_max_ms = std::atoi(v.c_str());
-        else if (a == "--hold-first-s") o.hold_first_s = std::atoi(v.c_str());
-        else if (a == "--seed") o.seed = static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
-        else return false;
+        if (a == "--name")
+            o.name = v;
+        else if (a == "--schema")
+            o.schema = v;
+        else if (a == "--log")
+            o.log = v;
+        else if (a == "--prefix")
+            o.prefix = v;
+        else if (a == "--aggregates")
+            o.aggregates = std::atoi(v.c_str());
+        else if (a == "--rate")
+            o.rate = std::atof(v.c_str());
+        else if (a == "--rollback-pct")
+            o.rollback_pct = std::atoi(v.c_str());
+        else if (a == "--hold-max-ms")
+            o.hold_max_ms = std::atoi(v.c_str());
+        else if (a == "--hold-first-s")
+            o.hold_first_s = std::atoi(v.c_str());
+        else if (a == "--seed")
+            o.seed = static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
+        else
+            return false;
     }
     return !o.log.empty() && o.aggregates > 0 && o.rate > 0;
 }

@@ -722,7 +722,8 @@ TEST(AmqpConnection, APublishAfterTheBrokerWentSilentFailsAtOnce) {
     amqp::Connection c(o);
     EXPECT_EQ(c.wait(100), std::nullopt);
     relay.freeze(); // like SIGSTOP on the broker
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500)); // past 2 x heartbeat, no wait()
+    // Past 2 x heartbeat, without a wait() that would notice.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     const auto t0 = Clock::now();
     try {
         c.publish("", "nowhere", false, {}, "x");
