@@ -7,6 +7,8 @@
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -427,8 +429,29 @@ struct Connection::Impl {
         return ok;
     }
 
+    // True when the broker has sent nothing for two heartbeat intervals (the kernel keeps the time
+    // of the last data received on the socket, heartbeat frames included).
+    [[nodiscard]] bool heartbeat_expired() const {
+        if (opts.heartbeat_s <= 0 || amqp_frames_enqueued(state.get()) != 0 || amqp_data_in_buffer(state.get()) != 0) {
+            return false;
+        }
+        tcp_info ti{};
+        socklen_t len = sizeof ti;
+        if (getsockopt(amqp_get_sockfd(state.get()), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {
+            return false;
+        }
+        return ti.tcpi_last_data_recv >= 2000U * static_cast<unsigned>(opts.heartbeat_s);
+    }
+
     // A plain send (publish, ack...) under the watchdog.
     template <class F> void send(const std::string &what, F &&call) {
+        // librabbitmq 0.11, asked to send once its heartbeat deadline has passed, waits for the
+        // broker's next frame without a time limit (poll for input, timeout -1) before sending, so a
+        // paused broker would be noticed only when the watchdog fires, io_timeout_ms later. Report
+        // the missed heartbeats at once instead.
+        if (heartbeat_expired()) {
+            lost(AMQP_STATUS_HEARTBEAT_TIMEOUT, what, false);
+        }
         watchdog.arm(amqp_get_sockfd(state.get()), opts.io_timeout_ms);
         const int status = call();
         const bool fired = watchdog.disarm();

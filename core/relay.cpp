@@ -614,9 +614,36 @@ RelayStats Relay::step() {
 }
 
 void Relay::sleep_interruptible(int ms) {
-    pollfd p{stop_pipe_[0], POLLIN, 0};
-    if (!stopping()) {
-        poll(&p, 1, ms);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+    while (!stopping()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) {
+            return;
+        }
+        // Backing off from a PostgreSQL outage must not cost the RabbitMQ connection too: without
+        // its heartbeats the broker closes it after 2 x amqp.heartbeat_s, and the first step after
+        // the database is back would fail on it (and back off again). wait() sends and checks them.
+        if (mq_) {
+            try {
+                while (auto ev = mq_->wait(0)) {
+                    if (std::holds_alternative<amqp::Blocked>(*ev)) {
+                        blocked_ = true;
+                    } else if (std::holds_alternative<amqp::Unblocked>(*ev)) {
+                        blocked_ = false;
+                    }
+                }
+            } catch (const Error &e) {
+                log(LogLevel::warn, std::string("RabbitMQ connection lost while backing off: ") + e.what());
+                drop_amqp();
+            }
+        }
+        pollfd fds[2];
+        nfds_t n = 0;
+        fds[n++] = {stop_pipe_[0], POLLIN, 0};
+        if (mq_ && mq_->fd() >= 0) {
+            fds[n++] = {mq_->fd(), POLLIN, 0};
+        }
+        poll(fds, n, static_cast<int>(std::min<int64_t>(left, 1000)));
     }
 }
 

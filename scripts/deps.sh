@@ -20,6 +20,8 @@ OUTBOX_DEB_PACKAGES=(
     procps iproute2 openssl
     # fuzzing (tests/fuzz): clang with libFuzzer and the sanitizer runtimes
     clang-14 libclang-rt-14-dev
+    # packet loss and drops inside the fault suite's own network namespace (tests/faults)
+    nftables
 )
 
 # package -> shell test; when the test succeeds the package is not needed

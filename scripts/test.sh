@@ -3,7 +3,8 @@
 #   1. installs missing packages, starts the local services
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest), the security
 #      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
-#   3. the installed library: header, pkg-config and CMake package, C example built against it
+#   3. the installed library: header, pkg-config and CMake package, C example built against it;
+#      the quick subset of the fault-injection suite (tests/faults)
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
@@ -73,6 +74,12 @@ abi_suite() {
   "$root/tests/abi/check_abi.sh" "$root/build/release/capi/liboutbox.so"
 }
 
+faults_suite() {
+  # The quick subset of the fault-injection suite (tests/faults/README.md) on the release tree just
+  # built: its own PostgreSQL and RabbitMQ, in a network namespace of its own when run as root.
+  "$root/tests/faults/run" --quick --build-dir "$root/build/release"
+}
+
 valgrind_suite() {
   "$root/tests/install/valgrind_examples.sh" "$root/_install"
 }
@@ -89,6 +96,7 @@ suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
 suite "security: least privilege, TLS, secrets, injection" security_suite
 suite "fuzz (brief, libFuzzer)" fuzz_suite
 suite "installed library (pkg-config, find_package, C example)" installed_suite
+suite "fault injection, quick subset (tests/faults/run --quick)" faults_suite
 suite "ABI: doc comments, exported symbols, libabigail baseline" abi_suite
 suite "threads under ThreadSanitizer" tsan_suite
 suite "C examples under valgrind (memcheck)" valgrind_suite

@@ -717,6 +717,31 @@ TEST(AmqpConnection, ASilentBrokerIsDetectedByHeartbeat) {
     EXPECT_LT(ms_since(t0), 4000);
 }
 
+TEST(AmqpConnection, APublishAfterTheBrokerWentSilentFailsAtOnce) {
+    // librabbitmq 0.11, asked to publish after its heartbeat deadline passed, polls for the broker's
+    // next frame with no time limit; only the watchdog ended that, io_timeout_ms later. A relay
+    // between steps publishes without a wait() first, so a paused broker went unnoticed that long.
+    Relay relay(parts_of(outbox_test::amqp_url()));
+    auto o = opts(relay.url());
+    o.heartbeat_s = 1;
+    o.io_timeout_ms = 8000;
+    amqp::Connection c(o);
+    EXPECT_EQ(c.wait(100), std::nullopt);
+    relay.freeze(); // like SIGSTOP on the broker
+    // Past 2 x heartbeat, without a wait() that would notice.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const auto t0 = Clock::now();
+    try {
+        c.publish("", "nowhere", false, {}, "x");
+        FAIL() << "a publish to a broker silent for 2.5 heartbeats succeeded";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.code(), Errc::connection) << e.what();
+        EXPECT_NE(std::string(e.what()).find("heartbeat"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(ms_since(t0), 1000);
+    EXPECT_FALSE(c.alive());
+}
+
 TEST(AmqpConnection, PublishIntoABrokerThatStoppedReadingIsBounded) {
     // Heartbeats off: librabbitmq 0.11 would then wait for the socket forever inside
     // amqp_basic_publish; the watchdog must cut it at io_timeout_ms.
