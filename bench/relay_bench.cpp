@@ -149,6 +149,8 @@ struct Options {
     std::vector<long> scale_relays{1, 2, 4};
     double latency_seconds = 8;          // L: offered load held this long per point
     double latency_max_seconds = 6;      // L: unpaced writes to find the maximum rate
+    std::vector<double> latency_loads{0.25, 0.5, 0.8};
+    bool latency_poll_diag = true;       // L: also the relay with --poll-interval-ms 5 at 50%
     double health_minutes = 2;           // H: steady writes + relay + consumer + purge (0: skip)
     double health_sample_s = 5;
     double health_purge_s = 10;
@@ -364,14 +366,16 @@ Options parse_options(int argc, char **argv) {
             o.latency_seconds = 1.5;
         }
         o.latency_max_seconds = 2;
+        o.latency_loads = {0.5};
+        o.latency_poll_diag = false;
         if (!health_set) {
-            o.health_minutes = 0.25;
+            o.health_minutes = 0.15;
         }
         o.health_sample_s = 1;
         o.health_purge_s = 2;
         o.health_age_s = 3;
         if (!writes_set) {
-            o.writes = 2000;
+            o.writes = 800;
         }
         if (!slices_set) {
             o.w_slices = 4;
@@ -924,6 +928,7 @@ struct Run {
     std::vector<std::string> failures; // verification failures: the figures are not to be trusted
     int body_bytes = 0;
     double max_rate = -1; // L: the measured maximum end-to-end rate (events/s), reused by H
+    std::vector<std::pair<std::string, double>> phases; // scenario -> wall seconds, setup included
 };
 
 void progress(const std::string &msg);
@@ -1993,6 +1998,13 @@ void write_md(const Run &run, const Options &o, const std::string &pg_version, d
           << (r.peak_rss_kib >= 0 ? fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB" : "") << " |\n";
     }
     m << "\n## Notes\n\n";
+    std::string ph;
+    for (const auto &[name, secs] : run.phases) {
+        ph += (ph.empty() ? "" : ", ") + name + " " + fixed(secs, 0) + " s";
+    }
+    if (!ph.empty()) {
+        m << "- wall time per scenario (setup included): " << ph << "\n";
+    }
     for (const auto &n : run.notes) {
         m << "- " << n << "\n";
     }
@@ -2099,6 +2111,11 @@ void write_json(const Run &run, const Options &o, const std::string &pg_version,
         j << (k > 0 ? ", " : "") << json_str(run.failures[k]);
     }
     j << "],\n";
+    j << "  \"scenario_seconds\": {";
+    for (size_t k = 0; k < run.phases.size(); ++k) {
+        j << (k > 0 ? ", " : "") << json_str(run.phases[k].first) << ": " << fixed(run.phases[k].second, 1);
+    }
+    j << "},\n";
     j << "  \"peak_rss_kib\": " << peak_rss_kib() << ",\n";
     j << "  \"wall_seconds\": " << fixed(wall, 1) << "\n}\n";
     const std::string tmp = o.json_file + ".tmp";
@@ -2588,8 +2605,7 @@ void run_latency(Run &run, const Options &o, Pg &pg) {
     rm.events = mx.written;
     rm.seconds = mx.written / std::max(1.0, mx.achieved);
     run.rows.push_back(rm);
-    const double loads[] = {0.25, 0.5, 0.8};
-    for (double load : loads) {
+    for (double load : o.latency_loads) {
         for (int notify = 0; notify < 2; ++notify) {
             std::this_thread::sleep_for(std::chrono::milliseconds(300));
             points.push_back(latency_point(run, o, rec, notify ? "notify on" : "notify off", notify != 0, load,
@@ -2598,11 +2614,14 @@ void run_latency(Run &run, const Options &o, Pg &pg) {
         }
     }
     // Which setting reaches p50 <= 5 ms without writer-side NOTIFY: a short polling interval.
-    stop_daemon(*daemon);
-    daemon = start_daemon(run, "bench-latency-poll5", {"--poll-interval-ms", "5"});
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    points.push_back(latency_point(run, o, rec, "notify off, poll 5 ms", false, 0.5, 0.5 * run.max_rate,
-                                   o.latency_seconds, base));
+    if (o.latency_poll_diag) {
+        stop_daemon(*daemon);
+        daemon = start_daemon(run, "bench-latency-poll5", {"--poll-interval-ms", "5"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        points.push_back(latency_point(run, o, rec, "notify off, poll 5 ms", false, 0.5, 0.5 * run.max_rate,
+                                       o.latency_seconds, base));
+        require_alive(*daemon);
+    }
     std::string series = "[";
     for (const auto &p : points) {
         series += std::string(series.size() > 1 ? ", " : "") + "{\"mode\": " + json_str(p.mode) +
@@ -3080,6 +3099,12 @@ int run_bench(const Options &o) {
                         " aggregates (" + std::to_string(o.per_aggregate) +
                         " per aggregate), written by COPY, then VACUUM ANALYZE and CHECKPOINT before timing");
 
+    auto phase_t0 = Clock::now();
+    auto phase = [&](const std::string &name) {
+        const auto now = Clock::now();
+        run.phases.emplace_back(name, seconds_between(phase_t0, now));
+        phase_t0 = now;
+    };
     const bool want_b = wanted(o, "B");
     if (want_b) {
         pg.exec("CHECKPOINT");
@@ -3092,6 +3117,7 @@ int run_bench(const Options &o) {
         run.rows.push_back(b);
         admin.purge(run.queue);
         std::this_thread::sleep_for(std::chrono::seconds(1)); // let the broker settle after the purge
+        phase("B");
     }
     auto size_label = [](long n) {
         if (n >= 1000000 && n % 1000000 == 0) {
@@ -3173,6 +3199,7 @@ int run_bench(const Options &o) {
         }
         run.series["drain"] = series + "]";
         reset_outbox(pg, run);
+        phase("D");
     }
     if (wanted(o, "P")) {
         // Throughput vs relay.batch_size (window fixed) and vs relay.window (batch fixed).
@@ -3210,6 +3237,7 @@ int run_bench(const Options &o) {
         run.series["sweep_batch"] = sb + "]";
         run.series["sweep_window"] = sw + "]";
         reset_outbox(pg, run);
+        phase("P");
     }
     // Diagnostics: the relay as in D at --events, with session settings in pg.url (libpq "options")
     // that a user can apply today. R-nojit: no JIT for the claim query. R-pinned: no JIT, and sorts
@@ -3276,6 +3304,7 @@ int run_bench(const Options &o) {
         progress("R-w1: " + rate_str(r.rate()) + (r.ratio.empty() ? "" : ", " + r.ratio));
         run.rows.push_back(r);
         admin.purge(run.queue);
+        phase("R-w1");
     }
     if (wanted(o, "S")) {
         reset_outbox(pg, run);
@@ -3309,12 +3338,15 @@ int run_bench(const Options &o) {
         add_figure(run, f2);
         run.rows.push_back(s);
         admin.purge(run.queue);
+        phase("S");
     }
     if (wanted(o, "X")) {
         run_scale(run, o, pg, admin, gr);
+        phase("X");
     }
     if (wanted(o, "L")) {
         run_latency(run, o, pg);
+        phase("L");
     }
     if (wanted(o, "C")) {
         // Both consumers' queues exist before one publish of N messages reaches them both.
@@ -3384,6 +3416,7 @@ int run_bench(const Options &o) {
             admin.delete_queue(n);
             admin.delete_queue(n + ".dead");
         }
+        phase("C");
     }
     if (wanted(o, "W")) {
         // Slices of the three modes interleaved biz, off, on, on, off, biz, ... so a burst of
@@ -3474,12 +3507,15 @@ int run_bench(const Options &o) {
             "-byte payload, a new aggregate per event], COMMIT; latency is BEGIN sent to COMMIT returned; " +
             std::to_string(o.w_slices) + " slices of " + std::to_string(slice_writes) +
             " transactions per mode, interleaved biz/off/on/on/off/biz; a LISTEN connection drains the channel");
+        phase("W");
     }
     if (wanted(o, "K")) {
         run_bindings(run, o);
+        phase("K");
     }
     if (wanted(o, "H") && o.health_minutes > 0) {
         run_health(run, o, pg, admin);
+        phase("H");
     }
     const double wall = seconds_between(wall0, Clock::now());
     print_table(run, o, pg_version, wall);
