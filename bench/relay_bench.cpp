@@ -48,6 +48,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -1092,11 +1093,15 @@ std::vector<std::string> relay_daemon_args(const Run &run, const std::string &na
     return a;
 }
 
+// Relay daemon log files of this run: removed at the end unless --keep or a check failed.
+std::vector<std::string> g_daemon_logs;
+
 // Starts a relay daemon whose log (warnings and errors) goes to a file.
 std::unique_ptr<Daemon> start_daemon(const Run &run, const std::string &name, const std::vector<std::string> &extra) {
     auto d = std::make_unique<Daemon>();
     d->name = name;
     d->log = run.log_prefix + name + ".log";
+    g_daemon_logs.push_back(d->log);
     std::vector<std::string> args = relay_daemon_args(run, name, extra);
     args.emplace_back("--log-level");
     args.emplace_back("warn");
@@ -1984,7 +1989,11 @@ void write_md(const Run &run, const Options &o, const std::string &pg_version, d
     m << "## Targets (" << pass << " PASS, " << miss << " MISS)\n\n";
     m << "| scenario | figure | value | baseline (same run) | ratio | target | verdict |\n";
     m << "| --- | --- | --- | --- | ---: | --- | --- |\n";
-    for (const auto &f : run.figures) {
+    // In the order (1 drain ... 8 table health), whatever order the scenarios ran in.
+    std::vector<Figure> figs = run.figures;
+    std::stable_sort(figs.begin(), figs.end(),
+                     [](const Figure &a, const Figure &b) { return a.section < b.section; });
+    for (const auto &f : figs) {
         m << "| " << f.section << " | " << f.name << " | " << f.value << " | " << f.baseline << " | "
           << (f.ratio >= 0 ? fixed(f.ratio, f.ratio < 10 ? 2 : 1) : "") << " | " << f.target << " | "
           << (f.verdict == "MISS" ? "**MISS**" : f.verdict) << " |\n";
@@ -3065,6 +3074,11 @@ int run_bench(const Options &o) {
                 pg.exec("DROP SCHEMA IF EXISTS \"" + run.schema + "\" CASCADE");
             } catch (const std::exception &e) {
                 std::fprintf(stderr, "bench: cleanup (PostgreSQL): %s\n", e.what());
+            }
+            if (run.failures.empty() && std::uncaught_exceptions() == 0) {
+                for (const auto &f : g_daemon_logs) {
+                    std::remove(f.c_str());
+                }
             }
         }
     } cleanup{run, pg, admin, o.keep};
