@@ -382,6 +382,16 @@ Options parse_options(int argc, char **argv) {
             o.w_slices = 4;
         }
     }
+    {
+        std::stringstream ss(o.only);
+        std::string item;
+        const std::string known = ",B,D,P,R-w1,S,X,L,W,C,K,H,R-nojit,R-pinned,";
+        while (std::getline(ss, item, ',')) {
+            if (known.find("," + item + ",") == std::string::npos) {
+                die("--only: unknown scenario '" + item + "' (known: B,D,P,R-w1,S,X,L,W,C,K,H,R-nojit,R-pinned)");
+            }
+        }
+    }
     if (o.consume_events < 0) {
         o.consume_events = std::max(200L, o.events / 20);
     }
