@@ -1,21 +1,21 @@
 #!/usr/bin/env python3
-"""Per-write cost of outbox.write from Python, in microseconds per write.
+"""Per-write cost of outbox.write from Python against C, in microseconds per write.
 
-N writes in one transaction, each a new aggregate with a small dict payload (serialised by the
-package), through:
+N writes in one transaction of the documents' ProductCreated event (aggregate ids cycling over
+100, a dict payload serialised by the package), through:
 
   lent   outbox.write(conn, ...) on a psycopg 3 connection (its PGconn lent to the library)
-  text   the same with the payload given as JSON text (as the C baseline gets it: no json.dumps)
+  text   the same with the payload given as JSON text (no json.dumps)
   owned  db.write(...) on an outbox.Db the library opened (outbox_db_open)
   floor  the native call alone (pre-serialised fields, no Python layer): what the binding costs
+  c      with --c-bin: the C reference (bench/write_c.c: outbox_event_new, 6 x outbox_event_set,
+         outbox_write, outbox_event_free per event on an owned connection, BEGIN/COMMIT around
+         N), a child process whose rounds interleave with Python's: same load, same server.
 
-Wall time includes the server's work and every round trip; the client CPU time (this process)
-isolates what the Python layer adds, and is far less sensitive to a busy machine.
+The target is Python (lent) <= 1.2 x C. Wall time includes the server's work and every round trip;
+the client CPU time (this process) isolates what the Python layer adds.
 
-The same workload in C (outbox_event_new, 4 x outbox_event_set, outbox_write, outbox_event_free
-per event, BEGIN/COMMIT around N) is the baseline; the target is Python <= 1.2 x C.
-
-    python/bench_write.py [--writes N] [--repeat R] [--payload-bytes B]
+    python/bench_write.py [--writes N] [--repeat R] [--c-bin PATH] [--json FILE]
 
 Reads OUTBOX_PG_URL (default the local test service); uses a fresh schema, dropped at the end.
 Run it with the installed package (pip install ./python), not from the source tree.
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -40,80 +41,134 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
 import outbox  # noqa: E402
 from outbox._events import event_fields  # noqa: E402
 
+METADATA = {"source": "productManagement", "centro_dett": "admin", "microservice": "adminApp"}
+USER = "user@example.com"
 
-def report(label: str, samples: list, cpu: list) -> dict:
-    med, best, cmed = statistics.median(samples), min(samples), statistics.median(cpu)
-    print(f"  {label:<7} {med:8.2f} us/write wall (median of {len(samples)}, best {best:.2f});"
-          f" client CPU {cmed:6.2f} us/write", flush=True)
-    return {"median_us": med, "best_us": best, "cpu_us": cmed}
+
+def payload(i: int) -> dict:
+    """The event of bench/write_c.c and node/bench/write.js: the same fields and values."""
+    return {"PRD_ID": str(i), "XPRD01": "Widget Pro", "XPRD02": 99.99, "XPRD03": "PRD-2025-001",
+            "XPRD05": "cat_electronics", "XPRD06": True, "TREC": "N"}
+
+
+class CReference:
+    """bench/write_c driven over stdin: "run N" -> microseconds per write."""
+
+    def __init__(self, binary: str, schema: str, url: str) -> None:
+        env = dict(os.environ, OUTBOX_PG_URL=url)
+        self.proc = subprocess.Popen([binary, schema], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=env)
+        if self.proc.stdout.readline().strip() != "ready":
+            raise SystemExit(f"bench_write: {binary} did not start")
+
+    def round(self, n: int) -> float:
+        self.proc.stdin.write(f"run {n}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit("bench_write: the C reference exited")
+        return float(line)
+
+    def stop(self) -> None:
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--writes", type=int, default=5000, help="writes per transaction (default 5000)")
-    ap.add_argument("--repeat", type=int, default=5, help="transactions per path (default 5)")
-    ap.add_argument("--payload-bytes", type=int, default=100, help="approximate payload size (default 100)")
+    ap.add_argument("--writes", type=int, default=2000, help="writes per transaction (default 2000)")
+    ap.add_argument("--repeat", type=int, default=5, help="rounds per path (default 5)")
+    ap.add_argument("--c-bin", help="the C reference (build/release/bench/write_c), run interleaved")
+    ap.add_argument("--json", help="also write the figures as JSON to this file")
     args = ap.parse_args()
     url = os.environ.get("OUTBOX_PG_URL") or "postgresql://outbox:outbox@127.0.0.1:54329/outbox"
     n, repeat = args.writes, args.repeat
     schema = f"py_bench_{uuid.uuid4().hex[:8]}"
-    cfg = outbox.Config({"outbox.schema": schema})
-    filler = "x" * max(0, args.payload_bytes - 60)
-    payload = {"PRD_ID": "123", "XPRD01": "Widget Pro", "XPRD02": 99.99, "note": filler}
+    cfg = outbox.Config({"outbox.schema": schema, "event.type_map": "PRD=Product"})
+    payloads = [payload(i) for i in range(n)]
+    texts = [json.dumps(p, separators=(",", ":")) for p in payloads]
 
     print(f"outbox {outbox.__version__} (liboutbox {outbox.library_version()}, libpq {outbox.libpq_version()}), "
-          f"python {sys.version.split()[0]}: {n} writes per transaction, {repeat} transactions per path")
+          f"python {sys.version.split()[0]}: {n} writes per transaction, {repeat} rounds per path", flush=True)
     outbox.migrate(url, config=cfg)
     results = {}
+    cref = CReference(args.c_bin, f"{schema}_c", url) if args.c_bin else None
     try:
         with psycopg.connect(url) as conn, outbox.Db(url, config=cfg) as db:
 
-            def lent(r: int) -> None:
+            def lent() -> None:
                 with conn.transaction():
                     for i in range(n):
-                        outbox.write(conn, config=cfg, aggregate_type="PRD", aggregate_id=f"l{r}-{i}",
-                                     operation="POST", payload=payload)
+                        outbox.write(conn, config=cfg, aggregate_type="PRD", aggregate_id=str(i % 100),
+                                     operation="POST", payload=payloads[i], metadata=METADATA, user=USER)
 
-            payload_text = json.dumps(payload, separators=(",", ":"))
-
-            def text(r: int) -> None:
+            def text() -> None:
                 with conn.transaction():
                     for i in range(n):
-                        outbox.write(conn, config=cfg, aggregate_type="PRD", aggregate_id=f"t{r}-{i}",
-                                     operation="POST", payload=payload_text)
+                        outbox.write(conn, config=cfg, aggregate_type="PRD", aggregate_id=str(i % 100),
+                                     operation="POST", payload=texts[i], metadata=METADATA, user=USER)
 
-            def owned(r: int) -> None:
+            def owned() -> None:
                 with db.transaction():
                     for i in range(n):
-                        db.write(aggregate_type="PRD", aggregate_id=f"o{r}-{i}", operation="POST", payload=payload)
+                        db.write(aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
+                                 payload=payloads[i], metadata=METADATA, user=USER)
 
-            fields = [event_fields(None, dict(aggregate_type="PRD", aggregate_id=f"f{r}-{i}", operation="POST",
-                                              payload=payload)) for r in range(repeat) for i in range(n)]
+            fields = [event_fields(None, dict(aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
+                                              payload=payloads[i], metadata=METADATA, user=USER))
+                      for i in range(n)]
             native = db._handle()
 
-            def floor(r: int) -> None:
+            def floor() -> None:
                 native.exec("BEGIN")
                 for i in range(n):
-                    native.write(fields[r * n + i], None)
+                    native.write(fields[i], None)
                 native.exec("COMMIT")
 
             paths = {"lent": lent, "text": text, "owned": owned, "floor": floor}
             samples: dict = {k: [] for k in paths}
             cpu: dict = {k: [] for k in paths}
-            # Interleaved (lent, owned, floor, floor, owned, lent, ...) so background load hits all alike.
+            if cref:
+                samples["c"] = []
+                cref.round(n)  # warm-up, as each Python path gets below
+            for fn in paths.values():
+                fn()
+            # Interleaved (c, lent, text, owned, floor, then reversed, ...) so background load hits all alike.
             for r in range(repeat):
+                if cref:
+                    samples["c"].append(cref.round(n))
                 order = list(paths) if r % 2 == 0 else list(reversed(paths))
                 for name in order:
                     c0, t0 = time.process_time(), time.perf_counter()
-                    paths[name](r)
+                    paths[name]()
                     samples[name].append((time.perf_counter() - t0) * 1e6 / n)
                     cpu[name].append((time.process_time() - c0) * 1e6 / n)
+            c_med = statistics.median(samples["c"]) if cref else None
+            if cref:
+                print(f"  {'c':<7} {c_med:8.2f} us/write wall (median of {repeat}, best {min(samples['c']):.2f})")
             for name in paths:
-                results[name] = report(name, samples[name], cpu[name])
+                med, best, cmed = statistics.median(samples[name]), min(samples[name]), statistics.median(cpu[name])
+                vs = f", {med / c_med:.2f} x C" if c_med else ""
+                print(f"  {name:<7} {med:8.2f} us/write wall (median of {repeat}, best {best:.2f}{vs});"
+                      f" client CPU {cmed:6.2f} us/write", flush=True)
+                results[name] = {"median_us": med, "best_us": best, "cpu_us": cmed}
         print(f"  Python layer over the native call (client CPU): "
               f"{results['lent']['cpu_us'] - results['floor']['cpu_us']:+.2f} us/write (lent), "
               f"{results['owned']['cpu_us'] - results['floor']['cpu_us']:+.2f} us/write (owned)")
+        if args.json:
+            per = {k: round(v["median_us"], 2) for k, v in results.items()}
+            if c_med:
+                per["c"] = round(c_med, 2)
+            out = {"python": sys.version.split()[0], "writes_per_transaction": n, "rounds": repeat,
+                   "us_per_write": per, "paths": results,
+                   "all_rounds": {k: [round(x, 2) for x in v] for k, v in samples.items()}}
+            with open(args.json, "w") as f:
+                json.dump(out, f, indent=2)
+                f.write("\n")
     finally:
+        if cref:
+            cref.stop()
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     return 0

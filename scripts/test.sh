@@ -7,6 +7,7 @@
 #      the quick subset of the fault-injection suite (tests/faults)
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
+#   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -14,7 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,6p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,7p' "$0"; exit 0; fi
 
 "$root/scripts/deps.sh"
 started_here=0
@@ -92,6 +93,12 @@ ctypes_suite() {
   python3 "$root/tests/ffi/ctypes_test.py" "$root/_install/lib/liboutbox.so"
 }
 
+bench_suite() {
+  # After the Node and Python suites: their package installs are what the bindings figures use.
+  "$root/bench/run" --quick
+  python3 "$root/bench/check_results.py" "$root/bench/results/quick.json" "$root/bench/results/quick"
+}
+
 suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
 suite "security: least privilege, TLS, secrets, injection" security_suite
 suite "fuzz (brief, libFuzzer)" fuzz_suite
@@ -104,6 +111,7 @@ suite "PHP through FFI (DataStore, subscriber)" php_suite
 suite "Python ctypes against liboutbox.so" ctypes_suite
 suite "Node (node --test)" "$root/scripts/test_node.sh"
 suite "Python (pytest)" "$root/scripts/test_python.sh"
+suite "bench: bench/run --quick produces every figure" bench_suite
 
 echo
 echo "=== summary"

@@ -9,13 +9,14 @@
 //            rendered statement on the client, as a named prepared statement), COMMIT;
 //   pg unprepared — the same with preparedStatements: false (parsed and planned per write, as C does);
 //   render — outbox_render_write alone (no I/O), for reference.
-//   C      — with --with-c: the same loop in C (bench/write_c.c, outbox_write on an owned connection),
-//            built against the installed library (pkg-config outbox; PKG_CONFIG_PATH defaults to the
-//            repository's _install/ from scripts/build.sh release) and run as a child process whose
-//            rounds interleave with Node's, so both see the same load and server.
+//   C      — with --with-c: the same loop in C (the repository's bench/write_c.c, outbox_write on an
+//            owned connection), run as a child process whose rounds interleave with Node's, so both
+//            see the same load and server. --c-bin PATH runs an already built one (bench/run passes
+//            build/release/bench/write_c); otherwise it is built against the installed library
+//            (pkg-config outbox; PKG_CONFIG_PATH defaults to the repository's _install/).
 // Figures are medians over rounds (min in brackets); rounds alternate between the paths.
 //
-//   node bench/write.js [--writes N] [--rounds R] [--with-c] [--json FILE]
+//   node bench/write.js [--writes N] [--rounds R] [--with-c] [--c-bin PATH] [--json FILE]
 // Environment: OUTBOX_PG_URL (default the local throwaway PostgreSQL).
 const { performance } = require('perf_hooks');
 const { spawn, execFileSync } = require('child_process');
@@ -33,10 +34,11 @@ const PG_URL = process.env.OUTBOX_PG_URL || 'postgresql://outbox:outbox@127.0.0.
 const N = Number(arg('--writes', '2000'));
 const ROUNDS = Number(arg('--rounds', '5'));
 const jsonFile = arg('--json', null);
-const withC = process.argv.includes('--with-c');
+const cBin = arg('--c-bin', null);
+const withC = process.argv.includes('--with-c') || cBin !== null;
 
-// Builds bench/write_c.c against the installed library; returns a driver with round(n).
-async function startC(schema) {
+// Builds the repository's bench/write_c.c against the installed library.
+function buildC() {
   const repo = path.join(__dirname, '..', '..');
   const env = { ...process.env };
   const installed = path.join(repo, '_install', 'lib', 'pkgconfig');
@@ -46,8 +48,14 @@ async function startC(schema) {
   fs.mkdirSync(outDir, { recursive: true });
   const bin = path.join(outDir, 'write_c');
   const libdir = pc('--variable=libdir', 'outbox')[0];
-  execFileSync('cc', ['-O2', '-o', bin, path.join(__dirname, 'write_c.c'), ...pc('--cflags', 'outbox'),
+  execFileSync('cc', ['-O2', '-o', bin, path.join(repo, 'bench', 'write_c.c'), ...pc('--cflags', 'outbox'),
     ...pc('--libs', 'outbox'), `-Wl,-rpath,${libdir}`], { env, stdio: 'inherit' });
+  return bin;
+}
+
+// Starts the C reference; returns a driver with round(n).
+async function startC(schema) {
+  const bin = cBin || buildC();
   const child = spawn(bin, [schema], { env: { ...process.env, OUTBOX_PG_URL: PG_URL }, stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async () => {

@@ -3,7 +3,7 @@
 // worker thread and returns a Promise; calls on one Database run one at a time, in call order.
 const native = require('./native');
 const { Serial } = require('./serial');
-const { newEvent } = require('./event');
+const { newEvent, eventFields } = require('./event');
 const { outboxError, typeError } = require('./errors');
 const { TX_STATES, MIGRATE_TARGETS, dedupeResult } = require('./constants');
 
@@ -38,15 +38,8 @@ class Database {
    * @returns {Promise<{eventId: string, eventType: string, seq: number}>}
    */
   write(event) {
-    return this._op(async (h) => {
-      const ev = newEvent(event);
-      try {
-        await native.write(h, ev);
-        return { eventId: native.event_id(ev), eventType: native.event_type(ev), seq: native.event_seq(ev) };
-      } finally {
-        native.event_free(ev);
-      }
-    });
+    // One native call builds, writes and frees the event (see write_fields in the addon).
+    return this._op((h) => native.write_fields(h, eventFields(event)));
   }
 
   /**

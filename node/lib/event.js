@@ -53,9 +53,22 @@ function newEvent(event) {
   return ev;
 }
 
+/** [field, value, ...] of `event` for native.write_fields: the same mapping as newEvent. */
+function eventFields(event) {
+  checkEvent(event);
+  const out = [];
+  for (const key of Object.keys(event)) {
+    const value = event[key];
+    if (value === undefined || value === null) continue;
+    const field = FIELDS[key] || key; // unknown names reach the library: UNKNOWN_KEY
+    out.push(field, fieldValue(field, value));
+  }
+  return out;
+}
+
 function hasIdempotencyKey(event) {
   const k = event.idempotencyKey !== undefined ? event.idempotencyKey : event.idempotency_key;
   return k !== undefined && k !== null;
 }
 
-module.exports = { newEvent, hasIdempotencyKey, FIELDS };
+module.exports = { newEvent, eventFields, hasIdempotencyKey, FIELDS };

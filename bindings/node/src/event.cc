@@ -81,6 +81,69 @@ Napi::Value Write(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
+// write_fields(db, [field, value, field, value, ...]) -> Promise<{eventId, eventType, seq}>: the
+// event built, written and freed in one call, for `await db.write(event)`. One crossing into the
+// addon instead of one per field, id, type, seq and free, and one promise instead of an async
+// function around the write: that main-thread work is what a per-write await pays on top of C.
+class WriteFieldsWorker : public Worker {
+  public:
+    WriteFieldsWorker(Napi::Env env, outbox_db *db, outbox_event *ev)
+        : Worker(env, "outbox_write"), db_(db), ev_(ev) {}
+    ~WriteFieldsWorker() override { outbox_event_free(ev_); }
+
+  protected:
+    outbox_status run() override { return outbox_write(db_, ev_); }
+    Napi::Value result(Napi::Env env) override {
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("eventId", str_or_null(env, outbox_event_id(ev_)));
+        o.Set("eventType", str_or_null(env, outbox_event_type(ev_)));
+        o.Set("seq", Napi::Number::New(env, static_cast<double>(outbox_event_seq(ev_))));
+        return o;
+    }
+
+  private:
+    outbox_db *db_;
+    outbox_event *ev_;
+};
+
+Napi::Value WriteFields(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    if (!info[1].IsArray()) {
+        throw type_error(info.Env(), "argument 2 must be an array of field names and values");
+    }
+    Napi::Array arr = info[1].As<Napi::Array>();
+    outbox_event *ev = nullptr;
+    check(info.Env(), outbox_event_new(&ev));
+    struct Owner {
+        outbox_event *ev;
+        ~Owner() { outbox_event_free(ev); }
+    } owner{ev};
+    std::string field, value;
+    for (uint32_t i = 0; i + 1 < arr.Length(); i += 2) {
+        Napi::Value f = arr.Get(i);
+        Napi::Value v = arr.Get(i + 1);
+        if (!f.IsString()) {
+            throw type_error(info.Env(), "field names must be strings");
+        }
+        field = f.As<Napi::String>().Utf8Value();
+        outbox_status st;
+        if (v.IsString()) {
+            value = v.As<Napi::String>().Utf8Value();
+            st = outbox_event_set_n(ev, field.c_str(), value.data(), value.size());
+        } else if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
+            auto bytes = v.As<Napi::Uint8Array>();
+            st = outbox_event_set_n(ev, field.c_str(), reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
+        } else {
+            throw type_error(info.Env(), "value of event field '" + field + "' must be a string or a Uint8Array");
+        }
+        check(info.Env(), st);
+    }
+    auto *w = new WriteFieldsWorker(info.Env(), db->ptr, ev);
+    owner.ev = nullptr; // the worker frees it
+    w->hold(info[0], db);
+    return w->start();
+}
+
 // write_each(db, [ev, ...]) -> Promise<void>: outbox_write for each event in order, on one worker
 // thread (one thread hop for a batch). Stops at the first failure: the error carries `index`, the
 // events before it are written (in the caller's transaction, which decides).
@@ -201,6 +264,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "event_seq", EventSeq);
     def(env, exports, "write", Write);
     def(env, exports, "write_each", WriteEach);
+    def(env, exports, "write_fields", WriteFields);
     def(env, exports, "render_write", RenderWrite);
     def(env, exports, "statement_free", StatementFree);
     def(env, exports, "statement_sql", StatementSql);

@@ -1,7 +1,8 @@
 /*
- * The C reference for bench/write.js: the same N writes in one transaction with outbox_write on
- * a connection the library owns, driven over stdin so its rounds interleave with Node's
- * (same load, same server). Built by write.js --with-c against the installed library:
+ * The C reference for node/bench/write.js and python/bench_write.py: the same N writes in one
+ * transaction with outbox_write on a connection the library owns, driven over stdin so its rounds
+ * interleave with Node's or Python's (same load, same server). Built with bench/
+ * (build/release/bench/write_c), or by write.js --with-c against the installed library:
  *   cc -O2 write_c.c $(pkg-config --cflags --libs outbox)
  * stdin: "run N" -> prints "<us per write>"; "quit" -> drops the schema and exits.
  */

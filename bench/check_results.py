@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Checks that a relay_bench run produced numbers: the harness's own test (scripts/test.sh runs
+`bench/run --quick`, then this). It asserts that the run passed its self-checks and that every
+scenario left figures, not that targets were met (a quick run on a shared machine proves nothing
+about speed).
+
+    bench/check_results.py RESULTS.json [PLOTDIR]
+
+Exit 0 when all is there, 1 with the list of what is missing.
+"""
+import json
+import math
+import os
+import sys
+
+# Row keys (or prefixes) every default run has, and the plot files of bench/plot.py.
+ROWS = ["B", "R-", "P-batch@", "P-window@", "R-w1", "S", "X-1", "X-2", "X-4", "L-max", "L-off-50", "L-on-50",
+        "C-plain", "C-dedupe", "W-biz", "W-off", "W-on", "H"]
+SECTIONS = ["1 relay drain", "2 seed-style contrast", "3 scale-out", "4 latency", "5 write overhead",
+            "6 consumer", "7 bindings", "8 table health"]
+SERIES = ["drain", "sweep_batch", "sweep_window", "scale", "latency", "write", "bindings", "health"]
+PLOTS = ["throughput_vs_batch_window.png", "drain_vs_backlog.png", "latency_vs_load.png", "table_health.png"]
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        print(__doc__, file=sys.stderr)
+        return 2
+    path = sys.argv[1]
+    plotdir = sys.argv[2] if len(sys.argv) == 3 else os.path.dirname(os.path.abspath(path))
+    problems = []
+    with open(path) as f:
+        r = json.load(f)
+    if r.get("failures"):
+        problems.append(f"self-checks failed: {r['failures']}")
+    rows = r.get("scenarios", [])
+    for key in ROWS:
+        match = [x for x in rows if x["key"] == key or (key.endswith(("-", "@")) and x["key"].startswith(key))]
+        if not match:
+            problems.append(f"no row {key}")
+        for x in match:
+            v = x.get("events_per_s")
+            if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                problems.append(f"row {x['key']}: events_per_s is {v!r}")
+    for x in rows:
+        if x["key"].startswith("R-") and x["key"] != "R-w1" and not x.get("relay_peak_rss_kib", 0) > 0:
+            problems.append(f"row {x['key']}: no relay peak RSS")
+        if x["key"].startswith("L-") and x["key"] != "L-max" and not x.get("p50_ms", -1) >= 0:
+            problems.append(f"row {x['key']}: no latency percentiles")
+    figures = r.get("figures", [])
+    for sec in SECTIONS:
+        fs = [f for f in figures if f["section"] == sec]
+        if not fs:
+            problems.append(f"no figure for {sec}")
+        for f in fs:
+            if not f.get("value"):
+                problems.append(f"{sec}: figure {f['name']} has no value")
+            if f.get("target") and f.get("verdict") not in ("PASS", "MISS", ""):
+                problems.append(f"{sec}: figure {f['name']} has verdict {f.get('verdict')!r}")
+            if "ratio" in f and not (isinstance(f["ratio"], (int, float)) and math.isfinite(f["ratio"])):
+                problems.append(f"{sec}: figure {f['name']} has ratio {f['ratio']!r}")
+    for name in SERIES:
+        if not r.get("series", {}).get(name):
+            problems.append(f"no series {name}")
+    md = path[: -len(".json")] + ".md" if path.endswith(".json") else None
+    if md and not (os.path.exists(md) and "| verdict |" in open(md).read()):
+        problems.append(f"no report table in {md}")
+    for png in PLOTS:
+        p = os.path.join(plotdir, png)
+        if not (os.path.exists(p) and os.path.getsize(p) > 1000 and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"):
+            problems.append(f"no plot {p}")
+    if problems:
+        print("bench/check_results.py: " + path + ":\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 1
+    print(f"bench/check_results.py: {len(rows)} rows, {len(figures)} figures, {len(PLOTS)} plots: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
