@@ -60,6 +60,7 @@ def read_writer_logs(d):
 def read_consumer_log(path):
     receipts = collections.Counter()
     first_order = []  # (agg, seq) of first receipts, in log order
+    first_info = {}  # event id -> (delivery count, the inbox's order report) of its handler run
     seen = set()
     for line in open(path):
         p = line.split()
@@ -71,21 +72,31 @@ def read_consumer_log(path):
             if eid not in seen:
                 seen.add(eid)
                 first_order.append((p[2], int(p[3]), eid))
+                first_info[eid] = (int(p[4]) if len(p) > 4 else 0, p[6] if len(p) > 6 else "?")
         elif p[0] == "D" and len(p) >= 2:
             receipts[p[1]] += 1
-    return receipts, first_order
+    return receipts, first_order, first_info
 
 
 def order_violations(seq_by_agg_in_order, committed_seqs_by_agg=None):
-    """Count events applied after a later seq of their aggregate."""
-    bad = 0
+    """Events applied after a later seq of their aggregate: [event id]."""
+    bad = []
     for agg, seqs in seq_by_agg_in_order.items():
         last = 0
-        for s in seqs:
+        for s, eid in seqs:
             if s <= last:
-                bad += 1
+                bad.append(eid)
             last = max(last, s)
     return bad
+
+
+def split_violations(bad, first_info):
+    """RabbitMQ may redeliver messages returned by a failure (a broker restart, a lost consumer
+    connection) after newer ones of the same queue. Such an event is explained when it was a
+    redelivery (delivery count >= 1) and the inbox reported it stale to the handler; anything else
+    is a real order violation."""
+    explained = [e for e in bad if first_info.get(e, (0, "?"))[0] >= 1 and first_info[e][1] == "stale"]
+    return len(bad) - len(explained), len(explained)
 
 
 def check(d):
@@ -113,7 +124,7 @@ def check(d):
 
     per = {}
     for c in consumers:
-        receipts, first_order = read_consumer_log(os.path.join(d, "consumer-%s.log" % c))
+        receipts, first_order, first_info = read_consumer_log(os.path.join(d, "consumer-%s.log" % c))
         eff = sorted(effects.get(c, []))
         applied = {e[1]: e[4] for e in eff}
         lost = [e for e in committed if e not in applied]
@@ -123,11 +134,13 @@ def check(d):
         not_once = [e for e, n in applied.items() if n != 1]
         by_agg = collections.defaultdict(list)
         for _, eid, agg, seq, _ in eff:
-            by_agg[agg].append(seq)
+            by_agg[agg].append((seq, eid))
         first_by_agg = collections.defaultdict(list)
         for agg, seq, eid in first_order:
             if eid in committed:
-                first_by_agg[agg].append(seq)
+                first_by_agg[agg].append((seq, eid))
+        bad_applied, redelivered_applied = split_violations(order_violations(by_agg), first_info)
+        bad_first, redelivered_first = split_violations(order_violations(first_by_agg), first_info)
         per[c] = {
             "received": sum(receipts.values()),
             "distinct_received": len(receipts),
@@ -140,8 +153,9 @@ def check(d):
             "duplicates": dups,
             "max_deliveries_of_one_event": max_dup + 1,
             "effects_not_once": len(not_once),
-            "order_violations_applied": order_violations(by_agg),
-            "order_violations_first_delivery": order_violations(first_by_agg),
+            "order_violations_applied": bad_applied,
+            "order_violations_first_delivery": bad_first,
+            "reordered_by_redelivery_flagged_stale": max(redelivered_applied, redelivered_first),
         }
 
     allowed = faults["duplicates_allowed"]
@@ -159,6 +173,7 @@ def check(d):
         "duplicates_allowed": allowed,
         "effects_not_once": sum(p["effects_not_once"] for p in per.values()),
         "order_violations": sum(p["order_violations_applied"] + p["order_violations_first_delivery"] for p in per.values()) + seq_gaps,
+        "reordered_by_redelivery": sum(p["reordered_by_redelivery_flagged_stale"] for p in per.values()),
     }
     problems = []
     if total["lost"]:

@@ -8,7 +8,8 @@
 // The handler, inside the consumer's transaction, inserts (consumer, event) into <schema>.effects;
 // a second application of the same event would raise the row's n above 1, which the checker
 // counts. Log lines (one write(2) each, so they survive a kill -9 whole):
-//   R <event-id> <aggregate-id> <seq> <delivery-count> <epoch-ms>  the handler ran (first time per dedupe)
+//   R <event-id> <aggregate-id> <seq> <delivery-count> <epoch-ms> <order>  the handler ran (first time per
+//     dedupe); <order> is the inbox's report: in_order, stale, gap or unchecked
 //   D <event-id>                                        a redelivery the inbox answered "seen"
 //   L <epoch-ms> <level> <message>                      the runtime's log (reconnects, errors)
 // Reads OUTBOX_PG_URL and OUTBOX_AMQP_URL; stops on SIGTERM/SIGINT.
@@ -69,8 +70,12 @@ int handle(outbox_db *tx, const outbox_message *msg, void *ud) {
     const char *id = outbox_message_field(msg, "OUTBOX_ID");
     const char *agg = outbox_message_field(msg, "AGGREGATE_ID");
     const std::string seq = std::to_string(outbox_message_seq(msg));
+    // The inbox's order report goes in too: the checker requires every event applied after a
+    // later one of its aggregate to be a redelivery the library flagged as stale.
+    static const char *const orders[] = {"unchecked", "in_order", "stale", "gap"};
+    const int order = outbox_message_order(msg);
     log_line(std::string("R ") + id + " " + agg + " " + seq + " " + std::to_string(outbox_message_delivery_count(msg)) +
-             " " + std::to_string(now_ms()));
+             " " + std::to_string(now_ms()) + " " + (order >= 0 && order <= 3 ? orders[order] : "?"));
     if (ctx->sleep_us > 0) {
         usleep(static_cast<useconds_t>(ctx->sleep_us));
     }
