@@ -723,7 +723,8 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             if (on_step) {
                 on_step(st);
             }
-            if (st.claimed > 0) {
+            // A step that claims nothing may still collect the marks of the previous batch.
+            if (st.claimed > 0 || st.published > 0 || st.failed > 0) {
                 log(LogLevel::info, "batch: claimed " + std::to_string(st.claimed) + ", published " +
                                         std::to_string(st.published) + ", failed " + std::to_string(st.failed) +
                                         ", held back " + std::to_string(st.held_back) + " in " +
