@@ -196,6 +196,9 @@ port = $OUTBOX_PG_PORT
 unix_socket_directories = '$OUTBOX_PG_SOCK_DIR'
 max_connections = 200
 shared_buffers = 256MB
+# 1 GB (the default) checkpoints every few hundred thousand relayed events of 1 KiB, each mark
+# being a new row version; production servers run with more.
+max_wal_size = 4GB
 fsync = on
 synchronous_commit = on
 full_page_writes = on
