@@ -166,8 +166,8 @@ const std::vector<Option> &options() {
         int_opt("relay.poll_interval_ms", "polling fallback when no notification arrives (default 1000)",
                 &Config::relay_poll_interval_ms, 1, 3600000),
         int_opt("relay.busy_poll_ms",
-                "after a step that found work, poll again this soon; empty polls then back off, doubling, "
-                "up to relay.poll_interval_ms (default 2)",
+                "after a step that found work, poll again this soon; after 25 empty polls the interval "
+                "doubles up to relay.poll_interval_ms (default 2)",
                 &Config::relay_busy_poll_ms, 1, 3600000),
         bool_opt("relay.listen", "wake up on LISTEN/NOTIFY (default true)", &Config::relay_listen),
         str_opt("relay.notify_channel", "NOTIFY channel name (default outbox_events)", &Config::notify_channel, true),

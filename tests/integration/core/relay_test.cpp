@@ -233,10 +233,11 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     EXPECT_LT(median_ms, 200) << "write-to-claim median " << median_ms << " ms";
     EXPECT_LT(max_ms, 2000) << "write-to-claim max " << max_ms << " ms (poll interval 4000 ms)";
 
-    // Idle: the empty polls back off (2, 4, 8, ... ms) instead of spinning every 2 ms.
+    // Idle: after 25 empty polls at the busy interval the polls back off (4, 8, 16, ... ms)
+    // instead of spinning every 2 ms (which would be some 750 polls in 1.5 s).
     const long before = empty_steps.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const long idle_polls = empty_steps.load() - before;
-    EXPECT_LE(idle_polls, 20) << "empty polls in 1.5 s idle";
+    EXPECT_LE(idle_polls, 45) << "empty polls in 1.5 s idle";
     EXPECT_GE(idle_polls, 3) << "the relay stopped polling altogether";
 }
