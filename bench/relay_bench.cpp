@@ -2737,14 +2737,25 @@ void run_health(Run &run, const Options &o, Pg &pg, Amqp &admin) {
     std::atomic<long> handled{0};
     std::atomic<long long> purged_outbox{0}, purged_inbox{0};
     std::string consumer_error, purge_error;
-    std::thread consumer([&] {
+    std::mutex consumer_mu;
+    std::atomic<bool> consumer_failed{false};
+    auto consumer_fail = [&](const std::string &msg) {
+        std::lock_guard<std::mutex> lock(consumer_mu);
+        if (consumer_error.empty()) {
+            consumer_error = msg;
+        }
+        consumer_failed.store(true);
+    };
+    // Two competing consumers of the one queue (same consumer name, so one inbox): a single one
+    // handling one transaction per event falls behind 50% of the relay's rate on 2 cores.
+    auto consume = [&] {
         outbox_db *db = nullptr;
         outbox_consumer *c = nullptr;
         if (outbox_db_open(&db, run.pg_url.c_str(), ccfg) != OUTBOX_OK ||
             outbox_consumer_new(&c, ccfg, cname.c_str()) != OUTBOX_OK) {
-            consumer_error = outbox_last_error();
+            consumer_fail(outbox_last_error());
         }
-        while (consumer_error.empty() && !stop_consumer.load()) {
+        while (!consumer_failed.load() && !stop_consumer.load()) {
             outbox_message *m = nullptr;
             const outbox_status st = outbox_consumer_next(&m, c, 200);
             if (st == OUTBOX_ERR_TIMEOUT) {
@@ -2752,16 +2763,20 @@ void run_health(Run &run, const Options &o, Pg &pg, Amqp &admin) {
             }
             outbox_dedupe_result r;
             outbox_dedupe_result_init(&r);
-            if (st != OUTBOX_OK || outbox_db_exec(db, "BEGIN") != OUTBOX_OK ||
-                outbox_consumer_dedupe_message(&r, db, c, m) != OUTBOX_OK || outbox_db_exec(db, "COMMIT") != OUTBOX_OK ||
-                outbox_consumer_ack(c, m) != OUTBOX_OK) {
-                consumer_error = outbox_last_error();
+            if (st != OUTBOX_OK || outbox_consumer_begin(&r, db, c, m) != OUTBOX_OK ||
+                outbox_db_exec(db, "COMMIT") != OUTBOX_OK || outbox_consumer_ack(c, m) != OUTBOX_OK) {
+                consumer_fail(outbox_last_error());
             }
             outbox_message_free(m);
             handled.fetch_add(1);
         }
         outbox_consumer_free(c);
         outbox_db_close(db);
+    };
+    std::thread consumer([&] {
+        std::thread second(consume);
+        consume();
+        second.join();
     });
     std::thread purger([&] {
         outbox_db *db = nullptr;
@@ -2826,7 +2841,7 @@ void run_health(Run &run, const Options &o, Pg &pg, Amqp &admin) {
         try {
             pw = paced_writes(run, o, false, rate, seconds, static_cast<long>(rate * seconds), id_of);
         } catch (const std::exception &e) {
-            consumer_error = std::string("writers: ") + e.what();
+            consumer_fail(std::string("writers: ") + e.what());
         }
         writing.store(false);
     });
@@ -2862,10 +2877,11 @@ void run_health(Run &run, const Options &o, Pg &pg, Amqp &admin) {
     }
     sample();
     const auto w0 = Clock::now();
-    while (handled.load() < pw.written && seconds_between(w0, Clock::now()) < 60 && consumer_error.empty()) {
+    while (handled.load() < pw.written && seconds_between(w0, Clock::now()) < 60 && !consumer_failed.load()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (!consumer_error.empty() || !purge_error.empty()) {
+    if (consumer_failed.load() || !purge_error.empty()) {
+        std::lock_guard<std::mutex> lock(consumer_mu);
         die("H: " + consumer_error + purge_error);
     }
     expect(run, handled.load() >= pw.written,
