@@ -157,8 +157,10 @@ outbox_status outbox_consumer_dead_letter(outbox_consumer *consumer, const outbo
     return guard([&] { consumer->consumer.dead_letter(msg->d, reason); });
 }
 
-outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
-                                             const outbox_message *msg) {
+namespace {
+// The dedupe of a delivered message, in the caller's transaction or (`begin`) in one it opens.
+outbox_status dedupe_delivery(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
+                              const outbox_message *msg, bool begin) {
     OUTBOX_REQUIRE(db);
     OUTBOX_REQUIRE(consumer);
     OUTBOX_REQUIRE(msg);
@@ -168,23 +170,21 @@ outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_d
     return guard([&] {
         const auto &d = msg->d;
         outbox::inbox::Key key{consumer->consumer.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
-        fill(out, outbox::inbox::dedupe(db->conn, db->cfg, key, db->cfg.inbox_order_check));
+        const bool order = db->cfg.inbox_order_check;
+        fill(out, begin ? outbox::inbox::begin_and_dedupe(db->conn, db->cfg, key, order)
+                        : outbox::inbox::dedupe(db->conn, db->cfg, key, order));
     });
+}
+} // namespace
+
+outbox_status outbox_consumer_dedupe_message(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
+                                             const outbox_message *msg) {
+    return dedupe_delivery(out, db, consumer, msg, false);
 }
 
 outbox_status outbox_consumer_begin(outbox_dedupe_result *out, outbox_db *db, const outbox_consumer *consumer,
                                     const outbox_message *msg) {
-    OUTBOX_REQUIRE(db);
-    OUTBOX_REQUIRE(consumer);
-    OUTBOX_REQUIRE(msg);
-    if (bad_size(out)) {
-        return OUTBOX_ERR_INVALID_ARGUMENT;
-    }
-    return guard([&] {
-        const auto &d = msg->d;
-        outbox::inbox::Key key{consumer->consumer.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
-        fill(out, outbox::inbox::begin_and_dedupe(db->conn, db->cfg, key, db->cfg.inbox_order_check));
-    });
+    return dedupe_delivery(out, db, consumer, msg, true);
 }
 
 void outbox_handler_error(const char *reason) {
