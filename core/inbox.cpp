@@ -9,10 +9,14 @@ namespace outbox::inbox {
 
 const char *order_name(Order o) noexcept {
     switch (o) {
-    case Order::unchecked: return "unchecked";
-    case Order::in_order: return "in_order";
-    case Order::stale: return "stale";
-    case Order::gap: return "gap";
+    case Order::unchecked:
+        return "unchecked";
+    case Order::in_order:
+        return "in_order";
+    case Order::stale:
+        return "stale";
+    case Order::gap:
+        return "gap";
     }
     return "unknown";
 }
@@ -32,11 +36,19 @@ void validate(const Key &key) {
     }
 }
 
+namespace {
+// The order check needs the whole aggregate (type and id) and a sequence number; without any of
+// them the event is only deduplicated, as the C API documents for NULL aggregate fields.
+bool tracks_order(const Key &key, bool check_order) {
+    return check_order && key.seq > 0 && !key.aggregate_type.empty() && !key.aggregate_id.empty();
+}
+} // namespace
+
 Statement render(const Config &cfg, const Key &key, bool check_order) {
     validate(key);
     const std::string inbox = cfg.inbox_qualified();
     const std::string positions = ident::qualified(cfg.schema, cfg.inbox_table + "_positions");
-    const bool track = check_order && key.seq > 0 && !key.aggregate_type.empty();
+    const bool track = tracks_order(key, check_order);
     std::string sql = "WITH v AS (SELECT CAST($1 AS text) AS consumer, CAST(CAST($2 AS text) AS uuid) AS outbox_id,"
                       " CAST($3 AS text) AS aggregate_type, CAST($4 AS text) AS aggregate_id,"
                       " CAST(CAST($5 AS text) AS bigint) AS seq),"
@@ -72,7 +84,7 @@ Result interpret(const Key &key, bool first_time, std::optional<int64_t> previou
     Result r;
     r.first_time = first_time;
     r.last_seq = previous.value_or(0);
-    if (!first_time || !check_order || key.seq <= 0 || key.aggregate_type.empty()) {
+    if (!first_time || !tracks_order(key, check_order)) {
         return r;
     }
     if (previous && key.seq <= *previous) {

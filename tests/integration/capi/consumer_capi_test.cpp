@@ -1,8 +1,8 @@
 // The consumer side of the public C ABI against real PostgreSQL and RabbitMQ: dedupe with order
 // reports and its transactional semantics on a lent connection, the rendered dedupe statement,
 // inbox retention purges, and the consumer (next / fields / properties / nack / ack / run / stop).
-#include "test_shell.hpp"
 #include "fixture.hpp"
+#include "test_shell.hpp"
 
 #include <sys/wait.h>
 
@@ -23,7 +23,8 @@ long long ms_since(Clock::time_point t0) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-template <typename F> bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
+template <typename F>
+bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
     const auto deadline = Clock::now() + limit;
     while (true) {
         if (done()) {
@@ -259,6 +260,38 @@ TEST_F(CapiConsumerTest, DedupeReportsOrderAndHonoursTheResultSize) {
     outbox_config_free(off);
 }
 
+// A half-given aggregate (type without id, or id without type) is "no order check", as documented
+// for NULL aggregate fields: the event is deduplicated and the caller's transaction stays usable
+// (this inserted NULL into the positions table's NOT NULL column and aborted the transaction).
+TEST_F(CapiConsumerTest, DedupeWithHalfAnAggregateIsUncheckedAndKeepsTheTransaction) {
+    PGconn *raw = PQconnectdb(pg_url().c_str());
+    ASSERT_EQ(PQstatus(raw), CONNECTION_OK) << PQerrorMessage(raw);
+    outbox_db *lent = nullptr;
+    ASSERT_EQ(outbox_db_wrap(&lent, raw, cfg), OUTBOX_OK) << outbox_last_error();
+    PQclear(PQexec(raw, "BEGIN"));
+    const char *c = "capi-half";
+    const std::pair<const char *, const char *> halves[] = {{"PRD", nullptr}, {nullptr, "A"}, {"PRD", ""}};
+    for (auto [type, id] : halves) {
+        outbox_dedupe_result r;
+        outbox_dedupe_result_init(&r);
+        r.order = -1;
+        const std::string event = new_uuid();
+        EXPECT_EQ(outbox_consumer_dedupe(&r, lent, c, event.c_str(), type, id, 7), OUTBOX_OK) << outbox_last_error();
+        EXPECT_EQ(r.first_time, 1);
+        EXPECT_EQ(r.order, OUTBOX_ORDER_UNCHECKED);
+        EXPECT_EQ(PQtransactionStatus(raw), PQTRANS_INTRANS) << "the caller's transaction is still usable";
+        outbox_dedupe_result_init(&r);
+        EXPECT_EQ(outbox_consumer_dedupe(&r, lent, c, event.c_str(), type, id, 7), OUTBOX_OK) << outbox_last_error();
+        EXPECT_EQ(r.first_time, 0) << "still deduplicated";
+    }
+    PGresult *res = PQexec(raw, "COMMIT");
+    EXPECT_EQ(PQresultStatus(res), PGRES_COMMAND_OK) << PQerrorMessage(raw);
+    PQclear(res);
+    EXPECT_EQ(inbox_rows("consumer = 'capi-half'"), 3);
+    outbox_db_close(lent);
+    PQfinish(raw);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 7. Dedupe follows the caller's transaction on a lent connection; the rendered statement gives
 //    the same answers through plain libpq; bad input is refused without harming the transaction.
@@ -481,8 +514,9 @@ int capi_handler(outbox_db *tx, const outbox_message *msg, void *user_data) {
         }
     }
     auto *pg = static_cast<PGconn *>(outbox_db_pgconn(tx));
-    const std::string sql = "INSERT INTO \"" + ctx->schema +
-                            "\".effects AS e (outbox_id, n) VALUES ($1, 1) ON CONFLICT (outbox_id) DO UPDATE SET n = e.n + 1";
+    const std::string sql =
+        "INSERT INTO \"" + ctx->schema +
+        "\".effects AS e (outbox_id, n) VALUES ($1, 1) ON CONFLICT (outbox_id) DO UPDATE SET n = e.n + 1";
     const char *params[] = {id};
     PGresult *r = PQexecParams(pg, sql.c_str(), 1, nullptr, params, nullptr, nullptr, 0);
     const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -630,7 +664,8 @@ TEST_F(CapiConsumerTest, ConsumerNextFieldsAckThenRunStoppedFromAnotherThread) {
         outbox_db_close(bad_db);
         outbox_config_free(bad_cfg);
     }
-    EXPECT_EQ(inbox_rows("consumer = '" + name + "' AND outbox_id = '" + id + "' AND seq = 1 AND aggregate_id = '123'"), 1);
+    EXPECT_EQ(inbox_rows("consumer = '" + name + "' AND outbox_id = '" + id + "' AND seq = 1 AND aggregate_id = '123'"),
+              1);
     ASSERT_EQ(outbox_consumer_ack(consumer, m), OUTBOX_OK) << outbox_last_error();
     outbox_message_free(m);
     m = nullptr;
@@ -643,8 +678,8 @@ TEST_F(CapiConsumerTest, ConsumerNextFieldsAckThenRunStoppedFromAnotherThread) {
     constexpr int kEvents = 30;
     std::vector<std::string> ids;
     for (int i = 0; i < kEvents; ++i) {
-        outbox_event *e = make_event("r" + std::to_string(i % 3), i < 3 ? "POST" : "PATCH",
-                                     "{\"i\":" + std::to_string(i) + "}");
+        outbox_event *e =
+            make_event("r" + std::to_string(i % 3), i < 3 ? "POST" : "PATCH", "{\"i\":" + std::to_string(i) + "}");
         ASSERT_EQ(outbox_write(db, e), OUTBOX_OK) << outbox_last_error();
         ids.emplace_back(outbox_event_id(e));
         outbox_event_free(e);
