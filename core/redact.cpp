@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <memory>
+#include <vector>
 
 namespace outbox {
 namespace {
@@ -126,6 +127,44 @@ std::string quote_value(const std::string &v) {
     return out + "'";
 }
 
+// The '@' that ends the userinfo of the URL piece url[start, end): the last one before the
+// authority ends, or, when a password holds an unencoded '/', '?' or '#', the piece's last one.
+size_t userinfo_end(const std::string &url, size_t start, size_t end) {
+    size_t auth_end = url.find_first_of("/?#", start);
+    auth_end = std::min(auth_end == std::string::npos ? url.size() : auth_end, end);
+    for (size_t limit : {auth_end, end}) {
+        const size_t at = limit == 0 ? std::string::npos : url.rfind('@', limit - 1);
+        if (at != std::string::npos && at >= start) {
+            return at;
+        }
+    }
+    return std::string::npos;
+}
+
+// Whether the ':' at `c` ends a scheme ("amqp" of "amqp://"): followed by "//", after a run of
+// scheme characters that starts the text or follows a separator (not a '/' or ':' of a URL).
+bool is_scheme_colon(const std::string &url, size_t c) {
+    if (url.compare(c, 3, "://") != 0 || c == 0) {
+        return false;
+    }
+    size_t b = c;
+    while (b > 0 && (std::isalnum(static_cast<unsigned char>(url[b - 1])) != 0 || url[b - 1] == '+' ||
+                     url[b - 1] == '-' || url[b - 1] == '.')) {
+        --b;
+    }
+    return b < c && (b == 0 || (url[b - 1] != '/' && url[b - 1] != ':' && url[b - 1] != '@'));
+}
+
+// The first ':' in url[from, at) that does not end a scheme: where a URL's password starts.
+size_t password_colon(const std::string &url, size_t from, size_t at) {
+    for (size_t c = url.find(':', from); c != std::string::npos && c < at; c = url.find(':', c + 1)) {
+        if (!is_scheme_colon(url, c)) {
+            return c;
+        }
+    }
+    return std::string::npos;
+}
+
 } // namespace
 
 namespace redact {
@@ -220,26 +259,35 @@ std::string redact_conninfo(const std::string &conninfo) {
 namespace amqp {
 
 std::string redact_url(const std::string &url) {
-    const auto scheme = url.find("://");
-    const size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
-    size_t auth_end = url.find_first_of("/?#", auth_start);
-    if (auth_end == std::string::npos) {
-        auth_end = url.size();
+    // Any text a user can put in a URL field, lists and malformed ones included: split it at each
+    // "://"; in every piece that holds an '@', everything from the first ':' of the userinfo up to
+    // its '@' is the password. A piece whose userinfo has no ':' (a password holding
+    // "://", say) reaches back into the pieces before it for the ':'. Over-redacting a strange
+    // text is the acceptable failure here; showing a password is not.
+    std::vector<size_t> starts{0};
+    for (size_t p = url.find("://"); p != std::string::npos; p = url.find("://", p + 3)) {
+        starts.push_back(p + 3);
     }
-    size_t at = url.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
-    if (at == std::string::npos || at < auth_start) {
-        // A password with an unencoded '/', '?' or '#' ends the authority early; look further
-        // rather than leak it. Over-redacting a strange URL is the acceptable failure here.
-        at = url.find('@', auth_end);
+    std::string out;
+    size_t done = 0; // url[0, done) is already in `out`
+    for (size_t k = 0; k < starts.size(); ++k) {
+        const size_t piece_end = k + 1 < starts.size() ? starts[k + 1] - 3 : url.size();
+        const size_t at = userinfo_end(url, starts[k], piece_end);
         if (at == std::string::npos) {
-            return url;
+            continue;
         }
+        const size_t from = std::max(starts[k], done);
+        size_t colon = password_colon(url, from, at);
+        if (colon == std::string::npos) {
+            colon = password_colon(url, done, at); // reach back: a password holding "://"
+        }
+        if (colon == std::string::npos) {
+            continue; // a user without a password
+        }
+        out += url.substr(done, colon + 1 - done) + "***";
+        done = at;
     }
-    const auto colon = url.find(':', auth_start);
-    if (colon == std::string::npos || colon > at) {
-        return url; // no password
-    }
-    return url.substr(0, colon + 1) + "***" + url.substr(at);
+    return out + url.substr(done);
 }
 
 } // namespace amqp
