@@ -265,6 +265,7 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
     }
     require_text(aggregate_type, "aggregate type");
     require_text(aggregate_id, "aggregate id");
+    cfg.require_amqp_url("replay");
     amqp::Connection mq(amqp_options(cfg, "outbox-replay"));
     if (cfg.exchange_declare) {
         mq.declare_exchange(cfg.exchange, cfg.exchange_type, true, false);

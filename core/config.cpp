@@ -123,8 +123,8 @@ const std::vector<Option> &options() {
         int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",
                 &Config::pg_connect_timeout_s, 1, 3600),
         str_opt("amqp.url", "RabbitMQ URL, amqp:// or amqps:// (env OUTBOX_AMQP_URL)", &Config::amqp_url, false, true),
-        amqp_name_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)",
-                      &Config::exchange, false),
+        amqp_name_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)", &Config::exchange,
+                      false),
         {"amqp.exchange_type", "type of the exchange when declared: fanout, topic, direct, headers (default fanout)",
          [](Config &c, const std::string &k, const std::string &v) {
              if (v != "fanout" && v != "topic" && v != "direct" && v != "headers") {
@@ -160,8 +160,7 @@ const std::vector<Option> &options() {
                 86400000),
         int_opt("relay.max_attempts", "attempts before an event becomes FAILED (default 10)",
                 &Config::relay_max_attempts, 1, 1000000),
-        bool_opt("relay.unroutable_is_failure",
-                 "a message no queue received counts as a failed publish (default true)",
+        bool_opt("relay.unroutable_is_failure", "a message no queue received counts as a failed publish (default true)",
                  &Config::relay_unroutable_is_failure),
         int_opt("relay.poll_interval_ms", "polling fallback when no notification arrives (default 1000)",
                 &Config::relay_poll_interval_ms, 1, 3600000),
@@ -292,9 +291,31 @@ const std::vector<Config::KeyInfo> &Config::keys() {
     return infos;
 }
 
-std::string Config::outbox_qualified() const { return ident::qualified(schema, table); }
-std::string Config::aggregates_qualified() const { return ident::qualified(schema, table + "_aggregates"); }
-std::string Config::inbox_qualified() const { return ident::qualified(schema, inbox_table); }
-std::string Config::migrations_qualified() const { return ident::qualified(schema, "outbox_migrations"); }
+void Config::require_pg_url(const std::string &who) const {
+    if (pg_url.empty()) {
+        fail(Errc::invalid_argument, who + " needs a PostgreSQL URL: set pg.url (the command line's --pg-url or "
+                                           "OUTBOX_PG_URL)");
+    }
+}
+
+void Config::require_amqp_url(const std::string &who) const {
+    if (amqp_url.empty()) {
+        fail(Errc::invalid_argument, who + " needs a RabbitMQ URL: set amqp.url (the command line's --amqp-url or "
+                                           "OUTBOX_AMQP_URL); there is no default broker");
+    }
+}
+
+std::string Config::outbox_qualified() const {
+    return ident::qualified(schema, table);
+}
+std::string Config::aggregates_qualified() const {
+    return ident::qualified(schema, table + "_aggregates");
+}
+std::string Config::inbox_qualified() const {
+    return ident::qualified(schema, inbox_table);
+}
+std::string Config::migrations_qualified() const {
+    return ident::qualified(schema, "outbox_migrations");
+}
 
 } // namespace outbox

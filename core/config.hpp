@@ -19,15 +19,15 @@ struct Config {
     // Events.
     size_t max_payload_bytes = 1024 * 1024;
     std::map<std::string, std::string> type_map; // aggregate type -> event name prefix (PRD -> Product)
-    bool qmark_placeholders = false;              // rendered SQL uses ? instead of $n
-    bool write_notify = false;                    // writes also NOTIFY relay.notify_channel (see README: cost)
+    bool qmark_placeholders = false;             // rendered SQL uses ? instead of $n
+    bool write_notify = false;                   // writes also NOTIFY relay.notify_channel (see README: cost)
 
     // PostgreSQL (the relay's own connection; writers pass theirs).
     std::string pg_url;
     int pg_connect_timeout_s = 10;
 
     // RabbitMQ.
-    std::string amqp_url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+    std::string amqp_url; // none by default: a component that publishes or consumes refuses to start without one
     std::string exchange = "corewrite.fanout";
     std::string exchange_type = "fanout";
     bool exchange_declare = true;
@@ -56,11 +56,11 @@ struct Config {
     std::string relay_name = "outbox-relay";
 
     // Consumer runtime and inbox.
-    std::string consumer_queue;               // default: the consumer's name
+    std::string consumer_queue; // default: the consumer's name
     std::string consumer_queue_type = "quorum";
     int consumer_prefetch = 32;
     int consumer_delivery_limit = 5;
-    std::string consumer_dead_letter_queue;   // default: <queue>.dead
+    std::string consumer_dead_letter_queue; // default: <queue>.dead
     size_t consumer_max_body_bytes = 4 * 1024 * 1024;
     bool inbox_order_check = true;
     int64_t inbox_retention_s = 7 * 24 * 3600;
@@ -78,6 +78,11 @@ struct Config {
         const char *help;
     };
     static const std::vector<KeyInfo> &keys();
+
+    // Throw Error(invalid_argument) naming the key (and its environment variable) when no
+    // PostgreSQL URL / RabbitMQ URL is configured; `who` starts the message ("the relay").
+    void require_pg_url(const std::string &who) const;
+    void require_amqp_url(const std::string &who) const;
 
     // Derived names, always valid (set() validates schema and table names).
     [[nodiscard]] std::string outbox_qualified() const;

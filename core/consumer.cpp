@@ -25,6 +25,7 @@ struct HandlerFailed {
 Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(std::move(name)) {
     // The name is also the inbox key, the consumer tag and, by default, the queue name.
     validate_amqp_name(name_, "consumer name", cfg_.consumer_queue.empty());
+    cfg_.require_amqp_url("the consumer");
     queue_ = cfg_.consumer_queue.empty() ? name_ : cfg_.consumer_queue;
     dlx_ = queue_ + ".dlx";
     dlq_ = cfg_.consumer_dead_letter_queue.empty() ? queue_ + ".dead" : cfg_.consumer_dead_letter_queue;
