@@ -1,7 +1,7 @@
 #include "relay.hpp"
 
-#include "envelope.hpp"
 #include "connect.hpp"
+#include "envelope.hpp"
 #include "error.hpp"
 #include "store.hpp"
 
@@ -62,7 +62,6 @@ std::string mark_sql(const Config &cfg) {
            " SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM bad), (SELECT count(*) FROM bad WHERE dead)";
 }
 
-
 } // namespace
 
 int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64 &rng) {
@@ -83,8 +82,9 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 
 Relay::Relay(Config cfg)
     : cfg_(std::move(cfg)), visit_sql_(store::visit_sql(cfg_)), claim_sql_(store::claim_sql(cfg_)),
-      mark_sql_(mark_sql(cfg_)),
-      rng_(std::random_device{}()) {
+      mark_sql_(mark_sql(cfg_)), rng_(std::random_device{}()) {
+    cfg_.require_pg_url("the relay");
+    cfg_.require_amqp_url("the relay");
     if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
         fail(Errc::internal, "cannot create the relay's stop pipe");
     }
@@ -190,7 +190,9 @@ void Relay::drop_broken_pg() noexcept {
     }
 }
 
-void Relay::drop_amqp() noexcept { mq_.reset(); }
+void Relay::drop_amqp() noexcept {
+    mq_.reset();
+}
 
 std::vector<RelayItem> Relay::claim(pg::Conn &db) {
     std::vector<RelayItem> items;
@@ -244,8 +246,8 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
         if (types.empty()) {
             return items; // nothing due; the caller ends the transaction
         }
-        pg::Result r = db.exec_cached(claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs),
-                                            std::to_string(batch)});
+        pg::Result r = db.exec_cached(
+            claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs), std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
         for (int i = 0; i < r.rows(); ++i) {
             RelayItem it;
@@ -298,7 +300,7 @@ Relay::MarkResult Relay::mark(pg::Conn &db, const MarkArgs &args) {
     try {
         if (!args.empty) {
             pg::Result r = db.exec_cached(mark_sql_, {args.ok_ids, args.bad_ids, args.bad_errors,
-                                               std::to_string(cfg_.relay_max_attempts), args.bad_delays});
+                                                      std::to_string(cfg_.relay_max_attempts), args.bad_delays});
             m.published = r.get_int(0, 0);
             m.failed = r.get_int(0, 1);
             m.dead = r.get_int(0, 2);
@@ -335,6 +337,23 @@ void Relay::flush_marks(RelayStats &st) {
         }
         throw;
     }
+}
+
+void Relay::settle(RelayStats &st) {
+    if (prefetch_.valid()) {
+        Batch b;
+        try {
+            b = prefetch_.get(); // it waited for the marks it was claimed behind
+        } catch (const Error &) {
+            drop_broken_pg();
+            throw;
+        }
+        add_marks(st, b.prior);
+        if (pg_[b.slot] && pg_[b.slot]->ok()) {
+            PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the batch claimed ahead: due again
+        }
+    }
+    flush_marks(st);
 }
 
 RelayStats Relay::step() {
@@ -478,8 +497,7 @@ RelayStats Relay::step() {
                 int idx = ready[next_ready++];
                 RelayItem &it = items[static_cast<size_t>(idx)];
                 std::string body = envelope_body(it.row);
-                uint64_t tag =
-                    mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
+                uint64_t tag = mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
                 it.outcome = RelayOutcome::in_flight;
                 in_flight.emplace(tag, idx);
                 by_id.emplace(it.row.outbox_id, idx);
@@ -492,12 +510,13 @@ RelayStats Relay::step() {
                 break;
             }
             // Block only when nothing more can be sent; otherwise just drain what has arrived.
-            const bool more_to_send = can_publish && next_ready < ready.size() &&
-                                      in_flight.size() < static_cast<size_t>(cfg_.relay_window);
-            int wait_ms = more_to_send
-                              ? 0
-                              : static_cast<int>(std::min<int64_t>(
-                                    200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+            const bool more_to_send =
+                can_publish && next_ready < ready.size() && in_flight.size() < static_cast<size_t>(cfg_.relay_window);
+            int wait_ms =
+                more_to_send
+                    ? 0
+                    : static_cast<int>(std::min<int64_t>(
+                          200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
             std::optional<amqp::Event> ev = mq.wait(wait_ms);
             while (ev) {
                 if (auto *ack = std::get_if<amqp::Ack>(&*ev)) {
@@ -567,7 +586,9 @@ RelayStats Relay::step() {
     std::vector<std::string> bad_delays;
     for (const RelayItem &it : items) {
         switch (it.outcome) {
-        case RelayOutcome::published: ok_ids.push_back(it.row.outbox_id); break;
+        case RelayOutcome::published:
+            ok_ids.push_back(it.row.outbox_id);
+            break;
         case RelayOutcome::failed:
             bad_ids.push_back(it.row.outbox_id);
             bad_errors.push_back(it.error);
@@ -577,8 +598,11 @@ RelayStats Relay::step() {
                                     ":" + it.row.aggregate_id + ") failed: " + it.error);
             break;
         case RelayOutcome::pending:
-        case RelayOutcome::held_back: ++st.held_back; break;
-        case RelayOutcome::in_flight: break;
+        case RelayOutcome::held_back:
+            ++st.held_back;
+            break;
+        case RelayOutcome::in_flight:
+            break;
         }
     }
     MarkArgs args;

@@ -29,13 +29,13 @@
 namespace outbox {
 
 struct RelayStats {
-    int64_t claimed = 0;    // events claimed this step
-    int64_t published = 0;  // confirmed and marked PUBLISHED
-    int64_t failed = 0;     // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
-    int64_t dead = 0;       // of `failed`, those that reached relay.max_attempts and are now FAILED
-    int64_t held_back = 0;  // claimed but not published because an earlier event of the aggregate was not confirmed
-    int64_t unroutable = 0; // returned by the broker (no queue bound)
-    int64_t nacked = 0;     // negatively confirmed by the broker
+    int64_t claimed = 0;     // events claimed this step
+    int64_t published = 0;   // confirmed and marked PUBLISHED
+    int64_t failed = 0;      // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
+    int64_t dead = 0;        // of `failed`, those that reached relay.max_attempts and are now FAILED
+    int64_t held_back = 0;   // claimed but not published because an earlier event of the aggregate was not confirmed
+    int64_t unroutable = 0;  // returned by the broker (no queue bound)
+    int64_t nacked = 0;      // negatively confirmed by the broker
     int64_t unconfirmed = 0; // published but no confirm within relay.confirm_timeout_ms (left PENDING)
     int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
     bool blocked = false; // the broker blocked publishing (resource alarm) during the step
@@ -71,6 +71,12 @@ class Relay {
     // first use. Throws Error(connection/broker/timeout/database) when a server fails; the
     // failed connection is dropped first, so the next step reconnects.
     RelayStats step();
+
+    // Waits until every outcome of earlier steps is committed and releases a batch claimed ahead
+    // (rolled back, its events due again at once), adding the collected marks to `st`
+    // (published, failed, dead, mark_us). For a caller that steps by hand and wants to know, or
+    // exit with, everything its steps did: after step() + settle() the counts are complete.
+    void settle(RelayStats &st);
 
     // Steps until stop(): wakes on NOTIFY (relay.listen) or after relay.poll_interval_ms,
     // reconnects with backoff on failures, services AMQP heartbeats while idle. Returns after a

@@ -5,21 +5,45 @@
 
 using outbox::capi::guard;
 
+namespace {
+
+// Copies the fields the caller's (possibly older, smaller) struct has; NULL is fine.
+void copy_stats(outbox_relay_stats *stats, const outbox::RelayStats &s) {
+    if (stats == nullptr) {
+        return;
+    }
+    outbox_relay_stats full{};
+    full.size = stats->size;
+    full.claimed = s.claimed;
+    full.published = s.published;
+    full.failed = s.failed;
+    full.dead = s.dead;
+    full.held_back = s.held_back;
+    full.unroutable = s.unroutable;
+    full.nacked = s.nacked;
+    full.unconfirmed = s.unconfirmed;
+    full.claim_us = s.claim_us;
+    full.publish_us = s.publish_us;
+    full.mark_us = s.mark_us;
+    full.total_us = s.total_us;
+    full.blocked = s.blocked ? 1 : 0;
+    std::memcpy(stats, &full, std::min(stats->size, sizeof full));
+}
+
+} // namespace
+
 extern "C" {
 
 outbox_status outbox_relay_new(outbox_relay **out, const outbox_config *cfg) {
     OUTBOX_REQUIRE(out);
     *out = nullptr;
     OUTBOX_REQUIRE(cfg);
-    return guard([&] {
-        if (cfg->cfg.pg_url.empty()) {
-            outbox::fail(outbox::Errc::invalid_argument, "the relay needs pg.url");
-        }
-        *out = new outbox_relay(cfg->cfg);
-    });
+    return guard([&] { *out = new outbox_relay(cfg->cfg); });
 }
 
-void outbox_relay_free(outbox_relay *relay) { delete relay; }
+void outbox_relay_free(outbox_relay *relay) {
+    delete relay;
+}
 
 outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, void *user_data) {
     OUTBOX_REQUIRE(relay);
@@ -40,28 +64,19 @@ outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats) 
         outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "stats->size must be set (outbox_relay_stats_init)");
         return OUTBOX_ERR_INVALID_ARGUMENT;
     }
+    return guard([&] { copy_stats(stats, relay->relay.step()); });
+}
+
+outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats) {
+    OUTBOX_REQUIRE(relay);
+    if (stats != nullptr && stats->size < sizeof(size_t)) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "stats->size must be set (outbox_relay_stats_init)");
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
     return guard([&] {
-        outbox::RelayStats s = relay->relay.step();
-        if (stats == nullptr) {
-            return;
-        }
-        outbox_relay_stats full{};
-        full.size = stats->size;
-        full.claimed = s.claimed;
-        full.published = s.published;
-        full.failed = s.failed;
-        full.dead = s.dead;
-        full.held_back = s.held_back;
-        full.unroutable = s.unroutable;
-        full.nacked = s.nacked;
-        full.unconfirmed = s.unconfirmed;
-        full.claim_us = s.claim_us;
-        full.publish_us = s.publish_us;
-        full.mark_us = s.mark_us;
-        full.total_us = s.total_us;
-        full.blocked = s.blocked ? 1 : 0;
-        // Only the fields the caller's (possibly older, smaller) struct has.
-        std::memcpy(stats, &full, std::min(stats->size, sizeof full));
+        outbox::RelayStats s;
+        relay->relay.settle(s);
+        copy_stats(stats, s);
     });
 }
 
