@@ -20,6 +20,7 @@ void add_common(CLI::App &cmd, CommonOptions &opts, bool with_amqp) {
     cmd.add_option("--table", opts.table, "outbox table (default outbox)");
     cmd.add_option("--inbox-table", opts.inbox_table, "consumer inbox table (default outbox_inbox)");
     cmd.add_flag("--json", opts.json, "print machine-readable JSON instead of text");
+    cmd.footer(keys_help()); // --config and --set above refer to "the keys below"
 }
 
 namespace {
@@ -41,7 +42,7 @@ void set_pair(Config &cfg, const std::string &item, const std::string &where) {
 
 } // namespace
 
-Config build_config(const CommonOptions &opts) {
+Config build_config(const CommonOptions &opts, bool needs_pg) {
     Config cfg;
     if (!opts.config_file.empty()) {
         std::ifstream in(opts.config_file);
@@ -83,8 +84,8 @@ Config build_config(const CommonOptions &opts) {
     for (const auto &s : opts.sets) {
         set_pair(cfg, s, "--set");
     }
-    if (cfg.pg_url.empty()) {
-        fail(Errc::invalid_argument, "no PostgreSQL URL: pass --pg-url or set OUTBOX_PG_URL");
+    if (needs_pg) {
+        cfg.require_pg_url("outbox");
     }
     return cfg;
 }

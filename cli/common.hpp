@@ -25,8 +25,9 @@ struct CommonOptions {
 // Adds --pg-url, --amqp-url, --config, --set, --schema, --table, --inbox-table, --json.
 void add_common(CLI::App &cmd, CommonOptions &opts, bool with_amqp);
 
-// Builds the Config: defaults < config file < environment < flags < --set.
-Config build_config(const CommonOptions &opts);
+// Builds the Config: defaults < config file < environment < flags < --set. Refuses a missing
+// PostgreSQL URL when the command needs one.
+Config build_config(const CommonOptions &opts, bool needs_pg = true);
 
 // Lines of "key  help" for every configuration key, for --help footers.
 std::string keys_help();

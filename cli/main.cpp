@@ -16,21 +16,25 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <memory>
-#include <unistd.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 namespace outbox::cli {
 namespace {
 
+// Exit status of a usage error (a bad flag or option value, a missing URL); 1 is a failure at run
+// time (a server, the data), 0 success.
+constexpr int kUsageExit = 2;
+
 int run_migrate(const CommonOptions &opts, const std::string &only) {
     Config cfg = build_config(opts);
     pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-migrate");
-    schema::What what = only == "outbox" ? schema::What::outbox
+    schema::What what = only == "outbox"  ? schema::What::outbox
                         : only == "inbox" ? schema::What::inbox
                                           : schema::What::all;
     schema::Result r = schema::migrate(conn, cfg, what);
@@ -151,7 +155,8 @@ int run_purge_inbox(const CommonOptions &opts, const std::string &older_than, in
     pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-purge-inbox");
     int64_t n = inbox::purge(conn, cfg, age, batch);
     if (opts.json) {
-        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n), static_cast<long long>(age));
+        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n),
+                    static_cast<long long>(age));
     } else {
         std::printf("deleted %lld inbox row(s) processed more than %lld s ago from %s.%s\n", static_cast<long long>(n),
                     static_cast<long long>(age), cfg.schema.c_str(), cfg.inbox_table.c_str());
@@ -167,20 +172,8 @@ struct TailOptions {
 
 // A temporary queue bound to the exchange; prints each event as it passes.
 int run_tail(const CommonOptions &opts, const TailOptions &to) {
-    Config cfg;
-    if (const char *v = std::getenv("OUTBOX_AMQP_URL"); v != nullptr && *v != '\0') {
-        cfg.amqp_url = v;
-    }
-    if (!opts.amqp_url.empty()) {
-        cfg.amqp_url = opts.amqp_url;
-    }
-    for (const auto &s : opts.sets) {
-        size_t eq = s.find('=');
-        if (eq == std::string::npos) {
-            fail(Errc::invalid_argument, "--set: expected KEY=VALUE, got '" + s + "'");
-        }
-        cfg.set(s.substr(0, eq), s.substr(eq + 1));
-    }
+    Config cfg = build_config(opts, false);
+    cfg.require_amqp_url("outbox tail");
     const std::string exchange = to.exchange.empty() ? cfg.exchange : to.exchange;
     amqp::Options o = amqp_options(cfg, "outbox-tail");
     amqp::Connection conn(o);
@@ -232,7 +225,9 @@ int run_stats(const CommonOptions &opts) {
         std::printf("%s\n", admin::stats_json(s).c_str());
         return 0;
     }
-    auto age = [](const std::optional<double> &v) { return v ? std::to_string(static_cast<long long>(*v)) + " s" : std::string("-"); };
+    auto age = [](const std::optional<double> &v) {
+        return v ? std::to_string(static_cast<long long>(*v)) + " s" : std::string("-");
+    };
     std::printf("outbox %s\n", cfg.outbox_qualified().c_str());
     std::printf("  pending                 %lld (%lld due now)\n", static_cast<long long>(s.pending),
                 static_cast<long long>(s.pending_due));
@@ -241,7 +236,8 @@ int run_stats(const CommonOptions &opts) {
     std::printf("  published, last hour    %lld\n", static_cast<long long>(s.published_last_hour));
     std::printf("  published, all time     ~%lld (estimate: pg_class.reltuples)\n",
                 static_cast<long long>(s.published_estimate));
-    std::printf("  rows in table           ~%lld (estimate: pg_class.reltuples)\n", static_cast<long long>(s.total_estimate));
+    std::printf("  rows in table           ~%lld (estimate: pg_class.reltuples)\n",
+                static_cast<long long>(s.total_estimate));
     std::printf("  oldest pending age      %s\n", age(s.oldest_pending_age_s).c_str());
     std::printf("  lag (oldest due)        %.1f s\n", s.lag_s);
     std::printf("  last published          %s ago\n", age(s.last_published_age_s).c_str());
@@ -302,7 +298,8 @@ int run_purge(const CommonOptions &opts, const std::string &older_than, int batc
         std::printf("\n");
     }
     if (opts.json) {
-        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n), static_cast<long long>(age));
+        std::printf("{\"deleted\":%lld,\"older_than_s\":%lld}\n", static_cast<long long>(n),
+                    static_cast<long long>(age));
     } else {
         std::printf("deleted %lld PUBLISHED event(s) published more than %lld s ago from %s\n",
                     static_cast<long long>(n), static_cast<long long>(age), cfg.outbox_qualified().c_str());
@@ -347,6 +344,28 @@ int run_replay(const CommonOptions &opts, const ReplayOptions &ro) {
     return 0;
 }
 
+// One step, then settle, so the report is everything the step did (under a full batch its marks
+// commit in the background, and the batch claimed ahead for the next step is released).
+void print_once(Relay &relay, bool json) {
+    RelayStats st = relay.step();
+    RelayStats settled;
+    relay.settle(settled);
+    st.published += settled.published;
+    st.failed += settled.failed;
+    st.dead += settled.dead;
+    st.mark_us += settled.mark_us;
+    const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+    if (json) {
+        std::printf("{\"claimed\":%lld,\"published\":%lld,\"failed\":%lld,\"dead\":%lld,\"held_back\":%lld,"
+                    "\"unroutable\":%lld,\"nacked\":%lld,\"unconfirmed\":%lld}\n",
+                    ll(st.claimed), ll(st.published), ll(st.failed), ll(st.dead), ll(st.held_back), ll(st.unroutable),
+                    ll(st.nacked), ll(st.unconfirmed));
+    } else {
+        std::printf("claimed %lld, published %lld, failed %lld (of which now FAILED %lld), held back %lld\n",
+                    ll(st.claimed), ll(st.published), ll(st.failed), ll(st.dead), ll(st.held_back));
+    }
+}
+
 int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
     Config cfg = build_config(opts);
     if (ro.batch_size > 0) {
@@ -361,8 +380,8 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
     if (ro.no_listen) {
         cfg.relay_listen = false;
     }
-    LogLevel min_level = ro.log_level == "debug" ? LogLevel::debug
-                         : ro.log_level == "warn" ? LogLevel::warn
+    LogLevel min_level = ro.log_level == "debug"   ? LogLevel::debug
+                         : ro.log_level == "warn"  ? LogLevel::warn
                          : ro.log_level == "error" ? LogLevel::error
                                                    : LogLevel::info;
     LogFn logger = make_logger(ro.log_format, min_level);
@@ -386,10 +405,7 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
         relay.set_logger(logger);
     }
     if (ro.once) {
-        RelayStats st = relay.step();
-        std::printf("claimed %lld, published %lld, failed %lld, held back %lld\n", static_cast<long long>(st.claimed),
-                    static_cast<long long>(st.published), static_cast<long long>(st.failed),
-                    static_cast<long long>(st.held_back));
+        print_once(relay, opts.json);
         return 0;
     }
     running_relay = &relay;
@@ -417,9 +433,10 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
 
 int main(int argc, char **argv) {
     using namespace outbox::cli;
-    CLI::App app{"outbox " OUTBOX_VERSION_STRING
-                 " - transactional outbox for PostgreSQL and RabbitMQ.\n"
-                 "Environment: OUTBOX_PG_URL, OUTBOX_AMQP_URL."};
+    CLI::App app{"outbox " OUTBOX_VERSION_STRING " - transactional outbox for PostgreSQL and RabbitMQ.\n"
+                 "Environment: OUTBOX_PG_URL, OUTBOX_AMQP_URL.\n"
+                 "Exit status: 0 success, 1 failure (a server, the data), 2 usage error (flags, option values, "
+                 "a missing URL)."};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string(OUTBOX_VERSION_STRING));
 
@@ -429,7 +446,6 @@ int main(int argc, char **argv) {
     add_common(*migrate, migrate_opts, false);
     migrate->add_option("--only", only, "which tables: all, outbox or inbox (default all)")
         ->check(CLI::IsMember({"all", "outbox", "inbox"}));
-    migrate->footer(keys_help());
 
     CommonOptions relay_opts;
     RelayOptions ro;
@@ -441,7 +457,9 @@ int main(int argc, char **argv) {
     relay->add_option("--poll-interval-ms", ro.poll_interval_ms,
                       "polling fallback interval (relay.poll_interval_ms, default 1000)");
     relay->add_flag("--no-listen", ro.no_listen, "do not LISTEN for NOTIFY wake-ups; poll only");
-    relay->add_flag("--once", ro.once, "run one step, print what it did, and exit");
+    relay->add_flag("--once", ro.once,
+                    "run one step, wait for its outcomes to commit, print what it did (one JSON object with "
+                    "--json) and exit");
     relay->add_option("--log-format", ro.log_format, "text or json (JSON lines on stderr) (default text)")
         ->check(CLI::IsMember({"text", "json"}));
     relay->add_option("--log-level", ro.log_level, "debug, info, warn or error (default info)")
@@ -450,7 +468,6 @@ int main(int argc, char **argv) {
                       "serve Prometheus metrics (/metrics) and a health check (/healthz) on HOST:PORT, "
                       "e.g. 127.0.0.1:9187");
     relay->add_option("--max-lag", ro.max_lag, "/healthz fails when the lag passes this age (default 300s)");
-    relay->footer(keys_help());
 
     CommonOptions stats_opts;
     CLI::App *stats = app.add_subcommand(
@@ -484,7 +501,6 @@ int main(int argc, char **argv) {
     replay->add_option("--aggregate", rpo.aggregate, "the aggregate, TYPE:ID")->required();
     replay->add_option("--since", rpo.since, "only events created at or after this ISO timestamp");
     replay->add_option("--event", rpo.event, "start at this event (its OUTBOX_ID)");
-    replay->footer(keys_help());
 
     CommonOptions tail_opts;
     TailOptions to;
@@ -495,6 +511,7 @@ int main(int argc, char **argv) {
     tail->add_option("--timeout", to.timeout_s, "fail after this many seconds (default: none)");
     tail->add_option("--set", tail_opts.sets, "set a configuration key, KEY=VALUE");
     tail->add_flag("--json", tail_opts.json, "print each event as one JSON line");
+    tail->footer(keys_help());
 
     CommonOptions purge_inbox_opts;
     std::string inbox_age;
@@ -506,12 +523,12 @@ int main(int argc, char **argv) {
                             "age such as 30d, 12h, 90m (default inbox.retention_s, 7d); never below inbox.retention_s");
     purge_inbox->add_option("--batch", inbox_batch, "rows deleted per statement (default 5000)")
         ->check(CLI::PositiveNumber);
-    purge_inbox->footer(keys_help());
 
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-        return app.exit(e);
+        // --help and --version exit 0; every usage error exits 2, as command-line tools do.
+        return app.exit(e) == 0 ? 0 : kUsageExit;
     }
     try {
         if (*migrate) {
@@ -540,7 +557,9 @@ int main(int argc, char **argv) {
         }
     } catch (const outbox::Error &e) {
         std::fprintf(stderr, "outbox: %s: %s\n", outbox::errc_name(e.code()), e.what());
-        return 1;
+        // A bad option value, a missing URL or an unknown key is a usage error too.
+        const bool usage = e.code() == outbox::Errc::invalid_argument || e.code() == outbox::Errc::unknown_key;
+        return usage ? kUsageExit : 1;
     } catch (const std::exception &e) {
         std::fprintf(stderr, "outbox: %s\n", e.what());
         return 1;

@@ -43,16 +43,16 @@ Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::s
     // Refused before libpq sees them: a longer string is no connection string, and a NUL would
     // silently cut it short.
     if (conninfo.size() > 64 * 1024) {
-        fail(Errc::invalid_argument, "PostgreSQL connection string is " + std::to_string(conninfo.size()) +
-                                         " bytes, over the limit of 65536");
+        fail(Errc::invalid_argument,
+             "PostgreSQL connection string is " + std::to_string(conninfo.size()) + " bytes, over the limit of 65536");
     }
     if (conninfo.find('\0') != std::string::npos) {
         fail(Errc::invalid_argument, "PostgreSQL connection string contains a NUL byte");
     }
     std::string timeout = std::to_string(connect_timeout_s);
     // Defaults first: the expanded conninfo (dbname slot) overrides any of them.
-    const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                          "keepalives_interval", "keepalives_count", "dbname", nullptr};
+    const char *keys[] = {"connect_timeout",     "application_name", "keepalives", "keepalives_idle",
+                          "keepalives_interval", "keepalives_count", "dbname",     nullptr};
     const char *vals[] = {timeout.c_str(), application_name.c_str(), "1", "30", "10", "3", conninfo.c_str(), nullptr};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c == nullptr) {
@@ -68,7 +68,8 @@ Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::s
              "cannot connect to PostgreSQL (" + redact_conninfo(conninfo) + "): " + redact::pg_message(conninfo, msg));
     }
     // A library must not write the server's NOTICEs to the application's stderr.
-    PQsetNoticeProcessor(c, [](void *, const char *) {}, nullptr);
+    PQsetNoticeProcessor(
+        c, [](void *, const char *) {}, nullptr);
     return Conn(c, true);
 }
 
@@ -79,7 +80,9 @@ Conn Conn::wrap(PGconn *conn) {
     return Conn(conn, false);
 }
 
-Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_), prepared_(std::move(o.prepared_)) { o.c_ = nullptr; }
+Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_), prepared_(std::move(o.prepared_)) {
+    o.c_ = nullptr;
+}
 
 Conn &Conn::operator=(Conn &&o) noexcept {
     if (this != &o) {
@@ -125,7 +128,11 @@ void Conn::raise(PGresult *r, const std::string &context) const {
                           ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY)
                           : PQresultErrorMessage(r);
     std::string code = state != nullptr ? state : "";
-    fail(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")"));
+    // A missing table or schema is almost always a database that was never migrated: say how.
+    const std::string hint = code == "42P01" || code == "3F000"
+                                 ? "; are the tables created? run `outbox migrate` (or outbox_migrate())"
+                                 : "";
+    fail(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")") + hint);
 }
 
 Result Conn::exec(const std::string &sql, const Params &params) {
@@ -135,8 +142,8 @@ Result Conn::exec(const std::string &sql, const Params &params) {
     for (const auto &p : params) {
         values.push_back(p ? p->c_str() : nullptr);
     }
-    PGresult *r = PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                               nullptr, 0);
+    PGresult *r =
+        PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         Result holder(r);
@@ -176,8 +183,9 @@ Result Conn::begin_and_exec(const std::string &sql, const Params &params) {
         raise(nullptr, "cannot enter pipeline mode");
     }
     bool sent = PQsendQueryParams(c_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
-    sent = sent && (name != nullptr ? PQsendQueryPrepared(c_, name->c_str(), n, values.data(), nullptr, nullptr, 0)
-                                    : PQsendQueryParams(c_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)) == 1;
+    sent = sent &&
+           (name != nullptr ? PQsendQueryPrepared(c_, name->c_str(), n, values.data(), nullptr, nullptr, 0)
+                            : PQsendQueryParams(c_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)) == 1;
     sent = sent && PQpipelineSync(c_) == 1;
     // Read both statements' results up to the sync, even after an error, to leave the
     // connection in a known state. The first failure is the one reported.
@@ -232,8 +240,7 @@ Result Conn::exec_cached(const std::string &sql, const Params &params) {
     for (const auto &p : params) {
         values.push_back(p ? p->c_str() : nullptr);
     }
-    PGresult *r = PQexecPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                                 nullptr, 0);
+    PGresult *r = PQexecPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         Result holder(r);
