@@ -44,6 +44,11 @@ check "static binary writes an event" writes_one "$work/static-writer" "static-$
 check "find_package(outbox) build of examples/c" bash -c "cmake -S '$root/examples/c' -B '$work/cm' -G Ninja \
   -DCMAKE_PREFIX_PATH='$prefix' && cmake --build '$work/cm'"
 check "find_package binary writes an event" writes_one "$work/cm/writer" "cmake-$tag"
+# A C-only CMake project linking outbox::outbox_static: the target's interface must bring libstdc++.
+check "find_package(outbox) static build (outbox::outbox_static, C only)" bash -c "cmake -S '$root/examples/c' \
+  -B '$work/cms' -G Ninja -DCMAKE_PREFIX_PATH='$prefix' -DOUTBOX_EXAMPLES_STATIC=ON && cmake --build '$work/cms'"
+check "find_package static binary does not need liboutbox.so" bash -c "! ldd '$work/cms/writer' | grep -q liboutbox"
+check "find_package static binary writes an event" writes_one "$work/cms/writer" "cmake-static-$tag"
 
 echo "installed library: $pass passed, $fail failed"
 [[ $fail == 0 ]]
