@@ -207,7 +207,8 @@ OUTBOX_API void outbox_event_free(outbox_event *ev);
  * - "user", "event_type" (explicit; wins over naming), "idempotency_key",
  * - "event_id" (an explicit UUID; by default a new time-ordered UUIDv7), "force_delete" ("true"/"false").
  * Values are checked for UTF-8 here; the rest of the validation happens in outbox_write().
- * @return OUTBOX_ERR_UNKNOWN_KEY for an unknown field, OUTBOX_ERR_INVALID_EVENT for a bad value.
+ * @return OUTBOX_OK; OUTBOX_ERR_UNKNOWN_KEY for an unknown field, OUTBOX_ERR_INVALID_EVENT for a bad
+ *         value, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument).
  */
 OUTBOX_API outbox_status outbox_event_set(outbox_event *ev, const char *field, const char *value);
 /**
@@ -257,8 +258,8 @@ typedef struct outbox_statement outbox_statement;
  * used once, in order. The statement returns one row with one column, the sequence number.
  * @param cfg may be NULL for the defaults.
  * @param[out] out free with outbox_statement_free().
- * @return OUTBOX_OK, or the validation errors of outbox_write() (INVALID_EVENT, TOO_LARGE,
- *         INVALID_ARGUMENT).
+ * @return OUTBOX_OK, or the validation errors of outbox_write(): OUTBOX_ERR_INVALID_EVENT,
+ *         OUTBOX_ERR_TOO_LARGE, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument).
  */
 OUTBOX_API outbox_status outbox_render_write(outbox_statement **out, const outbox_config *cfg, outbox_event *ev);
 /** Frees a rendered statement and the strings borrowed from it. NULL is a no-op. */
@@ -333,7 +334,8 @@ typedef void (*outbox_log_fn)(outbox_log_level level, const char *message, void 
 /**
  * Creates a relay. The configuration must name both servers: "pg.url" and "amqp.url"; it is
  * copied. Connections are opened by the first step, and re-opened after a failure.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or no pg.url), OUTBOX_ERR_INTERNAL.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or no pg.url or no amqp.url: there is no
+ *         default broker), OUTBOX_ERR_INTERNAL.
  */
 OUTBOX_API outbox_status outbox_relay_new(outbox_relay **out, const outbox_config *cfg);
 /** Closes the relay's connections and frees it; must not run concurrently with its step/run. NULL is a no-op. */
@@ -354,13 +356,32 @@ OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log
  * @param[in,out] stats may be NULL; see outbox_relay_stats.
  * @return OUTBOX_OK, or OUTBOX_ERR_CONNECTION / OUTBOX_ERR_BROKER / OUTBOX_ERR_TIMEOUT /
  *         OUTBOX_ERR_DATABASE when a server failed (the next step reconnects; no unconfirmed
- *         event is ever marked published).
+ *         event is ever marked published); OUTBOX_ERR_SCHEMA (the outbox table is missing);
+ *         OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, stats without its size, an amqp.url that does
+ *         not parse).
  */
 OUTBOX_API outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats);
 /**
+ * Waits until every outcome of earlier steps is committed (the marks a step under a backlog left
+ * committing in the background) and releases a batch claimed ahead for the next step (rolled
+ * back: its events are due again at once, for this relay or another). Use it when stepping by hand
+ * before reporting or exiting: the `published`, `failed`, `dead` and `mark_us` it reports, added
+ * to those of the steps before it, are then everything those steps did. A no-op when nothing is
+ * outstanding. The next step claims afresh.
+ * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). Only what the
+ *             settling collected is reported (`claimed` is 0).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size),
+ *         OUTBOX_ERR_CONNECTION / OUTBOX_ERR_DATABASE (the marks could not be committed: those
+ *         events stay PENDING and are published again, never lost).
+ */
+OUTBOX_API outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats);
+/**
  * Runs steps until outbox_relay_stop(): wakes on LISTEN/NOTIFY (relay.listen) or every
  * relay.poll_interval_ms, reconnects with backoff, keeps AMQP heartbeats while idle.
- * @return OUTBOX_OK after a stop, with every event either confirmed-and-marked or still pending.
+ * Every failure (a server, a missing table, an amqp.url that does not parse) is logged and
+ * retried with backoff (at least 5 s for configuration errors), never returned.
+ * @return OUTBOX_OK after a stop, with every event either confirmed-and-marked or still pending;
+ *         OUTBOX_ERR_INVALID_ARGUMENT (relay is NULL).
  */
 OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay);
 /**
@@ -446,7 +467,7 @@ typedef struct outbox_message outbox_message;
  * Creates a consumer named `name` (its queue is consumer.queue, default the name; a quorum
  * queue by default, bound to amqp.exchange, dead letters to `<queue>.dead`). Needs amqp.url;
  * pg.url when outbox_consumer_run() should open its own database connection. Connects lazily.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL or a bad name), OUTBOX_ERR_NO_MEMORY.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, a bad name, or no amqp.url), OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cfg, const char *name);
 /**
@@ -456,8 +477,9 @@ OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox
 OUTBOX_API void outbox_consumer_free(outbox_consumer *consumer);
 /**
  * Declares the topology and starts consuming now (otherwise the first next/run does).
- * @return OUTBOX_OK, OUTBOX_ERR_CONNECTION (broker unreachable or login refused),
- *         OUTBOX_ERR_BROKER (e.g. the queue exists with other arguments), OUTBOX_ERR_TIMEOUT.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or an amqp.url that does not parse),
+ *         OUTBOX_ERR_CONNECTION (broker unreachable or login refused), OUTBOX_ERR_BROKER (e.g. the
+ *         queue exists with other arguments), OUTBOX_ERR_TIMEOUT.
  */
 OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
 /**
@@ -465,7 +487,10 @@ OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
  * OUTBOX_ID/EVENT_TYPE/AGGREGATE_TYPE/AGGREGATE_ID/PAYLOAD, over consumer.max_body_bytes, wrong
  * content type) go to the dead-letter queue with the reason in header x-outbox-dead-reason.
  * @param[out] out the event (free with outbox_message_free()); NULL on timeout.
- * @return OUTBOX_OK with an event, OUTBOX_ERR_TIMEOUT when none came, OUTBOX_ERR_STOPPED after a stop.
+ * @return OUTBOX_OK with an event, OUTBOX_ERR_TIMEOUT when none came, OUTBOX_ERR_STOPPED after a stop;
+ *         OUTBOX_ERR_INVALID_ARGUMENT (NULL, or an amqp.url that does not parse), and the errors of
+ *         outbox_consumer_connect() when it connects: OUTBOX_ERR_CONNECTION (broker unreachable or
+ *         the connection lost: unacknowledged messages are redelivered), OUTBOX_ERR_BROKER.
  */
 OUTBOX_API outbox_status outbox_consumer_next(outbox_message **out, outbox_consumer *consumer, int timeout_ms);
 /**
@@ -517,7 +542,13 @@ OUTBOX_API void outbox_handler_error(const char *reason);
  * Handles events until outbox_consumer_stop(): for each, BEGIN on `db`, dedupe, the handler,
  * COMMIT, ack. `db` NULL: the consumer opens (and reopens after a loss) its own connection
  * from pg.url. Reconnects to the broker by itself. Never acks a message whose effect was not
- * committed. @return OUTBOX_OK after a stop.
+ * committed. Failures of its own connections (broker, database) are logged and retried with
+ * backoff, never returned.
+ * @return OUTBOX_OK after a stop; OUTBOX_ERR_INVALID_ARGUMENT (NULL consumer or fn, no `db` and no
+ *         pg.url, a queue name the broker refuses); OUTBOX_ERR_CONNECTION (the lent `db` was lost:
+ *         the library cannot reopen a connection it does not own; the unacknowledged message is
+ *         redelivered); OUTBOX_ERR_SCHEMA (the inbox table is missing on the lent `db`);
+ *         OUTBOX_ERR_INTERNAL.
  */
 OUTBOX_API outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outbox_handler_fn fn,
                                              void *user_data);
@@ -620,7 +651,7 @@ OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db,
  * @param cfg where to publish (amqp.* keys) and which table to read; NULL: the db handle's config.
  * @param from_seq the first seq to replay; <= 1: from the aggregate's first event.
  * @return OUTBOX_OK (also when there is nothing to replay), OUTBOX_ERR_INVALID_ARGUMENT (a NULL or
- *         empty aggregate), OUTBOX_ERR_CONNECTION (broker unreachable), OUTBOX_ERR_BROKER (a message
+ *         empty aggregate, or no amqp.url), OUTBOX_ERR_CONNECTION (broker unreachable), OUTBOX_ERR_BROKER (a message
  *         was nacked or unroutable, or the exchange is missing), OUTBOX_ERR_TIMEOUT (no confirm within
  *         relay.confirm_timeout_ms), OUTBOX_ERR_DATABASE, OUTBOX_ERR_SCHEMA.
  */

@@ -22,9 +22,12 @@ TEST_F(AdminCapiTest, StatsRetryAndPurge) {
     const std::string a = write_one("1");
     const std::string b = write_one("2");
     write_one("3");
-    admin.query("UPDATE " + table + " SET status = 'FAILED', retry_count = 10, error_message = 'boom'"
-                " WHERE outbox_id IN ($1, $2)", {a, b});
-    admin.query("INSERT INTO " + table + " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,"
+    admin.query("UPDATE " + table +
+                    " SET status = 'FAILED', retry_count = 10, error_message = 'boom'"
+                    " WHERE outbox_id IN ($1, $2)",
+                {a, b});
+    admin.query("INSERT INTO " + table +
+                " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,"
                 " payload, status, published_at) VALUES (gen_random_uuid(), 'X', 'OLD', 'o', 1, 'POST', '{}',"
                 " 'PUBLISHED', now() - interval '40 days')");
 

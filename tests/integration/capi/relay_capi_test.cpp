@@ -207,9 +207,55 @@ TEST_F(RelayCapiTest, StepsDrainABacklogWithMarksOverlappingTheNextBatch) {
         << "an empty step returned with marks still uncommitted";
     // published_at is the claim transaction's start: per aggregate it must not go back in seq order.
     EXPECT_EQ(count("EXISTS (SELECT 1 FROM " + table + " o2 WHERE o2.aggregate_id = " + table +
-                    ".aggregate_id AND o2.seq > " + table + ".seq AND o2.published_at < " + table +
-                    ".published_at)"),
+                    ".aggregate_id AND o2.seq > " + table + ".seq AND o2.published_at < " + table + ".published_at)"),
               0);
+    outbox_relay_free(relay);
+}
+
+// A caller stepping by hand (`outbox relay --once`, a script) settles before it reports: the step's
+// own count plus the settle's is what is PUBLISHED, and the batch claimed ahead is released.
+TEST_F(RelayCapiTest, SettleCollectsBackgroundMarksAndReleasesTheBatchClaimedAhead) {
+    ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
+    for (int a = 0; a < 200; ++a) {
+        outbox_event *ev = make_event("settle" + std::to_string(a));
+        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+        outbox_event_free(ev);
+    }
+    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK) << outbox_last_error();
+    outbox_relay *relay = nullptr;
+    ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
+    outbox_relay_stats st;
+    int64_t published = 0;
+    int64_t claimed = 0;
+    // Step until a full step leaves its marks committing in the background (the second usually).
+    for (int i = 0; i < 10 && published == claimed; ++i) {
+        outbox_relay_stats_init(&st);
+        ASSERT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << outbox_last_error();
+        EXPECT_GT(st.claimed, 0);
+        claimed += st.claimed;
+        published += st.published;
+    }
+    EXPECT_LT(published, claimed) << "nothing was left to settle: the test does not exercise settle";
+    auto unlocked_pending = [&] {
+        return std::stol(admin.scalar("SELECT count(*) FROM (SELECT 1 FROM " + table +
+                                      " WHERE status = 'PENDING' FOR UPDATE SKIP LOCKED) s"));
+    };
+    outbox_relay_stats_init(&st);
+    ASSERT_EQ(outbox_relay_settle(relay, &st), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(st.claimed, 0);
+    EXPECT_EQ(published + st.published, claimed) << "step + settle must count every mark exactly once";
+    EXPECT_EQ(count("status = 'PUBLISHED'"), claimed);
+    // The batch claimed ahead is released: every pending event can be claimed by anyone now.
+    EXPECT_EQ(unlocked_pending(), 200 - claimed);
+    ASSERT_EQ(outbox_relay_settle(relay, nullptr), OUTBOX_OK) << "settling twice is a no-op";
+    outbox_relay *other = nullptr;
+    ASSERT_EQ(outbox_relay_new(&other, cfg), OUTBOX_OK) << outbox_last_error();
+    outbox_relay_stats_init(&st);
+    ASSERT_EQ(outbox_relay_step(other, &st), OUTBOX_OK) << outbox_last_error();
+    EXPECT_GT(st.claimed, 0);
+    ASSERT_EQ(outbox_relay_settle(other, nullptr), OUTBOX_OK) << outbox_last_error();
+    outbox_relay_free(other);
     outbox_relay_free(relay);
 }
 
@@ -278,6 +324,20 @@ TEST_F(RelayCapiTest, NullAndMissingArgumentsAreErrorsNotCrashes) {
     EXPECT_EQ(relay, nullptr);
     EXPECT_NE(std::string(outbox_last_error()).find("pg.url"), std::string::npos) << outbox_last_error();
     outbox_config_free(no_pg);
+
+    // And amqp.url: no silent fallback to guest:guest@127.0.0.1:5672 (it used to connect there).
+    outbox_config *no_amqp = nullptr;
+    ASSERT_EQ(outbox_config_new(&no_amqp), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(no_amqp, "pg.url", pg_url().c_str()), OUTBOX_OK);
+    EXPECT_EQ(outbox_relay_new(&relay, no_amqp), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(relay, nullptr);
+    EXPECT_NE(std::string(outbox_last_error()).find("amqp.url"), std::string::npos) << outbox_last_error();
+    // The consumer and replay refuse it the same way.
+    outbox_consumer *consumer = nullptr;
+    EXPECT_EQ(outbox_consumer_new(&consumer, no_amqp, "no-broker-url"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(consumer, nullptr);
+    EXPECT_NE(std::string(outbox_last_error()).find("amqp.url"), std::string::npos) << outbox_last_error();
+    outbox_config_free(no_amqp);
 }
 
 TEST_F(RelayCapiTest, UnreachableServersAreConnectionErrorsWithoutPasswords) {
