@@ -10,9 +10,35 @@ const { newEvent, hasIdempotencyKey } = require('./event');
 const { outboxError, typeError, fromPg } = require('./errors');
 const { MIGRATE_TARGETS } = require('./constants');
 
+const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
+
+// A pool runs each query on whichever of its connections is free: an INSERT through it commits on
+// its own, outside the caller's transaction, and survives their ROLLBACK. Pools of node-postgres
+// (pg.Pool), pg-promise ($pool) and the like are recognised by what they count or hold.
+function looksLikePool(client) {
+  return typeof client.totalCount === 'number' || typeof client.idleCount === 'number' ||
+    typeof client.waitingCount === 'number' || (client.$pool !== undefined && client.$pool !== null) ||
+    /pool/i.test((client.constructor && client.constructor.name) || '');
+}
+
+// One node-postgres connection: a pg.Client (it has a processID slot and its protocol
+// connection) or a pooled client (it also has release()).
+function isSingleClient(client) {
+  return typeof client.release === 'function' || typeof client.getTransactionStatus === 'function' ||
+    ('processID' in client && typeof client.connection === 'object' && client.connection !== null);
+}
+
 function checkClient(client) {
   if (client === null || typeof client !== 'object' || typeof client.query !== 'function') {
-    throw typeError('expected a node-postgres client (pg.Client or a client from pg.Pool#connect())');
+    throw typeError(`expected a node-postgres client: ${PASS_A_CLIENT}`);
+  }
+  if (looksLikePool(client)) {
+    throw typeError('a pool runs each query on any free connection, outside your transaction, so the event ' +
+      `would outlive a ROLLBACK: ${PASS_A_CLIENT}`);
+  }
+  if (!isSingleClient(client)) {
+    throw typeError(`expected one node-postgres connection, not a ${(client.constructor && client.constructor.name) ||
+      'plain object'}: ${PASS_A_CLIENT}`);
   }
 }
 
@@ -46,7 +72,7 @@ function interpretDedupe(key, firstTime, previous, checkOrder) {
   const previousSeq = previous === null ? 0 : previous;
   const res = { firstTime, order: 'UNCHECKED', previousSeq };
   const seq = Number(key.seq || 0);
-  if (!firstTime || !checkOrder || !(seq > 0) || !key.aggregateType) return res;
+  if (!firstTime || !checkOrder || !(seq > 0) || !key.aggregateType || !key.aggregateId) return res;
   if (previous !== null && seq <= previous) res.order = 'STALE';
   else if (seq > previousSeq + 1) res.order = 'GAP';
   else res.order = 'IN_ORDER';

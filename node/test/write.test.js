@@ -92,3 +92,37 @@ test('owned connection: BEGIN/write/COMMIT and ROLLBACK, transaction(), txState,
   const many = await Promise.all(Array.from({ length: 20 }, (_, i) => db.write(event({ aggregateId: `c${i}` }))));
   assert.equal(new Set(many.map((x) => x.eventId)).size, 20);
 });
+
+// Independent testing found that a pg.Pool was accepted: the INSERT ran in autocommit on another
+// pooled connection, survived the caller's ROLLBACK and was published for a transaction that never
+// committed. A pool (or anything that is not one connection) is refused, naming what to pass.
+test('pg: a Pool, or anything that is not one connection, is refused and nothing is written', async (t) => {
+  const pg = require('pg');
+  const e = await env(t);
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 2 });
+  t.after(() => pool.end());
+  const refused = async (what, queryable) => {
+    await assert.rejects(e.outbox.write(queryable, event()), (err) => {
+      assert.equal(err.code, 'INVALID_ARGUMENT', what);
+      assert.match(err.message, /pool\.connect\(\)/, what);
+      return true;
+    });
+    await assert.rejects(outbox.write(queryable, event(), e.options), { code: 'INVALID_ARGUMENT' });
+    await assert.rejects(e.outbox.dedupe(queryable, { consumer: 'c', eventId: '0190a5a0-0000-7000-8000-000000000001' }),
+      { code: 'INVALID_ARGUMENT' });
+  };
+  await refused('pg.Pool', pool);
+  await refused('a duck with query()', { query: async () => ({ rows: [['1']] }) });
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox`), 0, 'nothing was written');
+
+  // The client a pool lends is one connection: it works, in its transaction.
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await e.outbox.write(client, event());
+    await client.query('ROLLBACK');
+  } finally {
+    client.release();
+  }
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox`), 0, 'the rollback took the event');
+});
