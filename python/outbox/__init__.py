@@ -48,6 +48,7 @@ from ._db import (  # noqa: E402
     write,
 )
 from ._errors import (  # noqa: E402
+    ArgumentTypeError,
     BrokerError,
     ConnectionLost,
     DatabaseError,
@@ -115,6 +116,7 @@ __all__ = [
     # errors
     "Error",
     "InvalidArgument",
+    "ArgumentTypeError",
     "InvalidEvent",
     "TooLarge",
     "DuplicateEvent",

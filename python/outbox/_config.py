@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
 
+from ._errors import ArgumentTypeError
 from . import _native
 
 __all__ = ["Config", "ConfigLike", "config_keys"]
@@ -17,7 +18,7 @@ def _text(key: str, value: Any) -> str:
         return str(value)
     if isinstance(value, Mapping) and key == "event.type_map":
         return ",".join(f"{k}={v}" for k, v in value.items())
-    raise TypeError(f"configuration value for {key!r} must be a str, int, float or bool, not {type(value).__name__}")
+    raise ArgumentTypeError(f"configuration value for {key!r} must be a str, int, float or bool, not {type(value).__name__}")
 
 
 class Config(MutableMapping[str, str]):
@@ -40,7 +41,7 @@ class Config(MutableMapping[str, str]):
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
         if _:
-            raise TypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
+            raise ArgumentTypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
         self._values: Dict[str, str] = {}
         self._native = _native.Config()
         if options:
@@ -100,7 +101,7 @@ def as_config(config: ConfigLike) -> Optional[Config]:
         return config
     if isinstance(config, Mapping):
         return Config(config)
-    raise TypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
+    raise ArgumentTypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
 
 
 def native_config(config: ConfigLike) -> Optional["_native.Config"]:

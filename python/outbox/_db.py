@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
-from ._errors import ConnectionLost, InvalidArgument, LibpqMismatch
+from ._errors import ArgumentTypeError, ConnectionLost, InvalidArgument, LibpqMismatch
 from ._events import Written, event_fields
 
 __all__ = [
@@ -262,8 +262,22 @@ class _Owned(_Driver):
         return int(self.conn._handle().pgconn())
 
 
+def _refuse_async(conn: Any) -> None:
+    """An asyncio connection (psycopg's AsyncConnection, asyncpg) is driven by its event loop:
+    outbox's calls block, so lending it would deadlock or race the loop. Say what works."""
+    name = f"{type(conn).__module__}.{type(conn).__name__}"
+    raise ArgumentTypeError(
+        f"cannot lend an asyncio connection ({name}) to outbox's blocking calls: in async code render "
+        "the statement and await it with your driver, e.g. st = outbox.render_write(event, placeholders="
+        "'format'); await cur.execute(st.sql, st.params) with psycopg (placeholders='dollar' and "
+        "await conn.fetchval(st.sql, *st.params) with asyncpg), or lend a synchronous psycopg.Connection"
+    )
+
+
 def _driver_for(conn: Any) -> _Driver:
     mod = type(conn).__module__ or ""
+    if mod.startswith("asyncpg") or (mod.startswith("psycopg.") and hasattr(type(conn), "__aenter__")):
+        _refuse_async(conn)
     if mod.startswith("psycopg.") or (mod == "psycopg" and hasattr(conn, "pgconn")):
         return _Psycopg3(conn)
     if hasattr(conn, "pgconn_ptr") and "psycopg2" in sys.modules:
@@ -273,7 +287,7 @@ def _driver_for(conn: Any) -> _Driver:
             return _Psycopg2(conn)
     if hasattr(conn, "pgconn") and hasattr(conn.pgconn, "pgconn_ptr"):
         return _Psycopg3(conn)  # a psycopg 3 connection subclass from elsewhere
-    raise TypeError(
+    raise ArgumentTypeError(
         f"cannot lend a {type(conn).__module__}.{type(conn).__name__} to outbox: pass an outbox.Db, a psycopg 3 "
         "or psycopg2 connection, or run outbox.render_write()'s statement with your driver"
     )
@@ -533,12 +547,12 @@ def _dedupe_on(db: Db, consumer: Any, event: Any, *, seq: Optional[int] = None,
 def _on(conn: Any, config: ConfigLike, *, allow_url: bool = False) -> Iterator[Db]:
     if isinstance(conn, Db):
         if config is not None:
-            raise TypeError("config= applies when lending a driver connection; an outbox.Db has its own")
+            raise ArgumentTypeError("config= applies when lending a driver connection; an outbox.Db has its own")
         yield conn
         return
     if isinstance(conn, str):
         if not allow_url:
-            raise TypeError("pass a connection (outbox.Db, psycopg, psycopg2), not a URL")
+            raise ArgumentTypeError("pass a connection (outbox.Db, psycopg, psycopg2), not a URL")
         with Db.open(conn, config=config) as db:
             yield db
         return
@@ -592,7 +606,7 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
     """
     if isinstance(conn, Db):
         if config is not None:
-            raise TypeError("config= applies when lending a driver connection; an outbox.Db has its own")
+            raise ArgumentTypeError("config= applies when lending a driver connection; an outbox.Db has its own")
         return conn.write(event, **fields)
     kind = _drivers.get(type(conn))
     if kind is None:

@@ -22,6 +22,7 @@ __all__ = [
     "UnknownKey",
     "NotFound",
     "LibpqMismatch",
+    "ArgumentTypeError",
 ]
 
 
@@ -166,6 +167,12 @@ class NotFound(Error, LookupError):
     """NOT_FOUND: nothing at that index or name."""
 
     code, status = "NOT_FOUND", -15
+
+
+class ArgumentTypeError(InvalidArgument, TypeError):
+    """INVALID_ARGUMENT for a value of the wrong type (a pool or an async connection where a
+    connection is lent, a number where a string goes): a ``TypeError`` too, so ``except TypeError``
+    keeps working, and it carries ``code`` like every other error (Node's TypeErrors do too)."""
 
 
 class LibpqMismatch(InvalidArgument):

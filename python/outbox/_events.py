@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tup
 
 from . import _native
 from ._config import ConfigLike, as_config
-from ._errors import InvalidArgument, InvalidEvent
+from ._errors import ArgumentTypeError, InvalidArgument, InvalidEvent
 
 __all__ = ["Event", "Operation", "Written", "Statement", "render_write", "render_dedupe", "JSONValue"]
 
@@ -117,7 +117,7 @@ def _json_default(o: Any) -> Any:
         return o.value
     if isinstance(o, (set, frozenset)):
         return list(o)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"Object of type {type(o).__name__} is not JSON serializable "
         "(convert it first, e.g. str(decimal) or float(decimal), or pass JSON text)"
     )
@@ -166,7 +166,7 @@ def _scalar(field: str, value: Any) -> Any:
         return str(value.value)
     if isinstance(value, (int, uuid.UUID)):
         return str(value)
-    raise TypeError(f"{field} must be a str, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{field} must be a str, not {type(value).__name__}")
 
 
 def _unknown(values: Mapping[str, Any]) -> None:
@@ -189,7 +189,7 @@ def event_fields(event: Any, overrides: Mapping[str, Any]) -> Tuple[Any, ...]:
         elif isinstance(event, Mapping):
             d = dict(event)
         else:
-            raise TypeError(f"event must be an outbox.Event, a dataclass or a mapping, not {type(event).__name__}")
+            raise ArgumentTypeError(f"event must be an outbox.Event, a dataclass or a mapping, not {type(event).__name__}")
         if overrides:
             d.update(overrides)
         values = d

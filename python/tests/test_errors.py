@@ -202,6 +202,50 @@ def test_wrong_connection_types():
         outbox.write(PG_URL, **event())
 
 
+def test_type_errors_carry_a_code_as_in_node():
+    # Node's TypeErrors carry code INVALID_ARGUMENT; Python's bare TypeErrors carried none.
+    for call in (
+        lambda: outbox.write(object(), **event()),
+        lambda: outbox.write(PG_URL, **event()),
+        lambda: outbox.Config({"outbox.schema": object()}),
+        lambda: outbox.render_write(42),
+    ):
+        with pytest.raises(TypeError) as info:
+            call()
+        err = info.value
+        assert isinstance(err, outbox.ArgumentTypeError) and isinstance(err, outbox.InvalidArgument), repr(err)
+        assert err.code == "INVALID_ARGUMENT" and err.status == -1, repr(err)
+
+
+def test_async_connections_are_refused_with_what_to_use_instead(schema, count):
+    import asyncio
+
+    import asyncpg
+
+    async def main():
+        aconn = await psycopg.AsyncConnection.connect(PG_URL)
+        try:
+            await aconn.execute("BEGIN")
+            # It raised "TypeError: 'Lock' object does not support the context manager protocol".
+            with pytest.raises(outbox.ArgumentTypeError, match="render_write") as info:
+                outbox.write(aconn, config={"outbox.schema": schema}, **event())
+            assert info.value.code == "INVALID_ARGUMENT" and "AsyncConnection" in str(info.value)
+            with pytest.raises(outbox.ArgumentTypeError, match="asyncio"):
+                outbox.dedupe(aconn, "c", "0190a5a0-0000-7000-8000-000000000001", config={"outbox.schema": schema})
+            await aconn.execute("SELECT 1")  # its transaction is untouched
+        finally:
+            await aconn.close()
+        apg = await asyncpg.connect(PG_URL)
+        try:
+            with pytest.raises(outbox.ArgumentTypeError, match="fetchval"):
+                outbox.write(apg, config={"outbox.schema": schema}, **event())
+        finally:
+            await apg.close()
+
+    asyncio.run(main())
+    assert count() == 0
+
+
 def test_nul_in_other_strings_is_refused_not_truncated(schema):
     with outbox.Db(PG_URL, config={"outbox.schema": schema}) as db:
         with pytest.raises(outbox.InvalidArgument, match="NUL"):
