@@ -199,6 +199,8 @@ export class Relay {
   readonly running: boolean;
   /** One round: claim, publish with confirms, mark. */
   step(): Promise<RelayStats>;
+  /** Waits for the outcomes of earlier steps to commit and releases a batch claimed ahead. */
+  settle(): Promise<RelayStats>;
   /** Runs until stop() (LISTEN/NOTIFY wake-ups, reconnects); resolves then. */
   run(): Promise<void>;
   stop(): void;

@@ -51,12 +51,24 @@ class Relay {
     return this._q.run(() => fn(this._h));
   }
 
-  /** One relay round (outbox_relay_step). */
+  /**
+   * One relay round (outbox_relay_step). Under a backlog (a full batch) its marks commit in the
+   * background and are counted by the step that collects them: call settle() before reporting
+   * or exiting (step() + settle() is everything the step did).
+   */
   step() {
     return this._op(async (h) => {
       native.relay_reset(h); // a stop() of an earlier run must not cut this step short
       return stats(await native.relay_step(h));
     });
+  }
+
+  /**
+   * Waits until every outcome of earlier steps is committed and releases a batch claimed ahead
+   * (outbox_relay_settle); resolves with what it collected (published, failed, dead, markUs).
+   */
+  settle() {
+    return this._op(async (h) => stats(await native.relay_settle(h)));
   }
 
   /**

@@ -159,3 +159,27 @@ test('dedupe with node-postgres: first time, duplicate, stale and gap', async (t
   assert.equal((await db.dedupe(key(ids[1], 2))).firstTime, false, 'the Database path sees the same inbox');
   await assert.rejects(e.outbox.dedupe(client, key('not-a-uuid', 1)), { code: 'INVALID_ARGUMENT' });
 });
+
+test('relay: step() then settle() reports every mark once and releases the batch claimed ahead', async (t) => {
+  const e = await env(t, { 'relay.batch_size': '10' });
+  await e.collector(); // a bound queue: every event routable
+  const relay = e.outbox.relay();
+  t.after(() => relay.close());
+  const client = await pgClient();
+  t.after(() => client.end());
+  await client.query('BEGIN');
+  for (let i = 0; i < 200; i++) await e.outbox.write(client, event({ aggregateId: `settle${i}` }));
+  await client.query('COMMIT');
+  let claimed = 0;
+  let published = 0;
+  for (let i = 0; i < 10 && published === claimed; i++) {
+    const s = await relay.step();
+    claimed += s.claimed;
+    published += s.published;
+  }
+  assert.ok(published < claimed, 'no step left marks to settle');
+  const settled = await relay.settle();
+  assert.equal(settled.claimed, 0);
+  assert.equal(published + settled.published, claimed);
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox WHERE status = 'PUBLISHED'`), claimed);
+});

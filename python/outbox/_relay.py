@@ -124,12 +124,28 @@ class Relay:
         """One round: claim up to ``relay.batch_size`` due events, publish them with confirms,
         mark the confirmed ones PUBLISHED and the failed ones for retry, commit.
 
+        Under a backlog (a full batch) the step's marks commit in the background while the next
+        batch is claimed, and are counted by the step that collects them; call :meth:`settle`
+        before reporting or exiting to collect them (``step() + settle()`` is everything the
+        step did).
+
         Raises:
             ConnectionLost, BrokerError, Timeout, DatabaseError: a server failed; the next step
                 reconnects, and no unconfirmed event was marked published.
             KeyboardInterrupt: on Ctrl-C, after the step finished what was in flight.
         """
         return RelayStats(*self._handle().step(_on_main_thread()))
+
+    def settle(self) -> RelayStats:
+        """Waits until every outcome of earlier steps is committed and releases a batch claimed
+        ahead for the next step (``outbox_relay_settle``). Returns what it collected
+        (``published``, ``failed``, ``dead``, ``mark_us``; ``claimed`` is 0).
+
+        Raises:
+            ConnectionLost, DatabaseError: the marks could not be committed (those events stay
+                pending and are published again, never lost).
+        """
+        return RelayStats(*self._handle().settle())
 
     def drain(self, *, max_steps: Optional[int] = None) -> RelayStats:
         """Steps until a step claims nothing (or ``max_steps``); returns the summed stats."""

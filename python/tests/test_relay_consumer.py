@@ -312,3 +312,24 @@ def test_settling_twice_is_refused_and_misuse_inside_run_native_does_not_deadloc
             consumer.run_native(handle, db)
             assert db.execute("SELECT 2").scalar() == "2", "usable again after the run"
     assert len(errors) == 2 and "run_native" in errors[0] and "handler" in errors[1]
+
+
+def test_step_then_settle_reports_every_mark_once(cfg, count, amqp):
+    # Under a backlog a full step's marks commit in the background; settle() collects them and
+    # releases the batch claimed ahead, so step() + settle() is everything the steps did.
+    amqp.ch.exchange_declare(cfg["amqp.exchange"], "fanout", durable=True)
+    queue = amqp.ch.queue_declare("", exclusive=True).method.queue
+    amqp.ch.queue_bind(queue, cfg["amqp.exchange"])
+    cfg["relay.batch_size"] = 10
+    write_events(cfg, 200, aggregates=200)
+    with outbox.Relay(cfg, logger=False) as relay:
+        total = outbox.RelayStats()
+        for _ in range(10):
+            total = total + relay.step()
+            if total.published < total.claimed:
+                break
+        assert total.published < total.claimed, "no step left marks to settle"
+        settled = relay.settle()
+        assert settled.claimed == 0
+        assert total.published + settled.published == total.claimed == count("status = 'PUBLISHED'")
+        assert relay.settle().published == 0  # nothing outstanding any more

@@ -47,25 +47,35 @@ Napi::Object stats_object(Napi::Env env, const outbox_relay_stats &s) {
     return o;
 }
 
-// relay_step(relay) -> Promise<stats>
+// relay_step(relay) / relay_settle(relay) -> Promise<stats>
+using StatsCall = outbox_status (*)(outbox_relay *, outbox_relay_stats *);
 class StepWorker : public Worker {
   public:
-    StepWorker(Napi::Env env, outbox_relay *relay) : Worker(env, "outbox_relay_step"), relay_(relay) {
+    StepWorker(Napi::Env env, outbox_relay *relay, StatsCall call, const char *name)
+        : Worker(env, name), relay_(relay), call_(call) {
         outbox_relay_stats_init(&stats_);
     }
 
   protected:
-    outbox_status run() override { return outbox_relay_step(relay_, &stats_); }
+    outbox_status run() override { return call_(relay_, &stats_); }
     Napi::Value result(Napi::Env env) override { return stats_object(env, stats_); }
 
   private:
     outbox_relay *relay_;
+    StatsCall call_;
     outbox_relay_stats stats_{};
 };
 
 Napi::Value RelayStep(const Napi::CallbackInfo &info) {
     auto *h = unwrap<outbox_relay>(info, 0);
-    auto *w = new StepWorker(info.Env(), h->ptr);
+    auto *w = new StepWorker(info.Env(), h->ptr, outbox_relay_step, "outbox_relay_step");
+    w->hold(info[0], h);
+    return w->start();
+}
+
+Napi::Value RelaySettle(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_relay>(info, 0);
+    auto *w = new StepWorker(info.Env(), h->ptr, outbox_relay_settle, "outbox_relay_settle");
     w->hold(info[0], h);
     return w->start();
 }
@@ -178,6 +188,7 @@ void register_relay(Napi::Env env, Napi::Object exports) {
     def(env, exports, "relay_free", RelayFree);
     def(env, exports, "relay_set_logger", RelaySetLogger);
     def(env, exports, "relay_step", RelayStep);
+    def(env, exports, "relay_settle", RelaySettle);
     def(env, exports, "relay_run", RelayRun);
     def(env, exports, "relay_stop", RelayStop);
     def(env, exports, "relay_reset", RelayReset);
