@@ -276,7 +276,8 @@ def _refuse_async(conn: Any) -> None:
 
 def _driver_for(conn: Any) -> _Driver:
     mod = type(conn).__module__ or ""
-    if mod.startswith("asyncpg") or (mod.startswith("psycopg.") and hasattr(type(conn), "__aenter__")):
+    psycopg_type = mod == "psycopg" or mod.startswith("psycopg.")  # public classes say "psycopg"
+    if mod.startswith("asyncpg") or (psycopg_type and hasattr(type(conn), "__aenter__")):
         _refuse_async(conn)
     if mod.startswith("psycopg.") or (mod == "psycopg" and hasattr(conn, "pgconn")):
         return _Psycopg3(conn)
