@@ -26,96 +26,25 @@ export OUTBOX_PG_URL OUTBOX_AMQP_URL
 cleanup() { if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi; }
 trap cleanup EXIT
 
-declare -a results=()
-failed=0
-suite() { # name command...
-  local name=$1; shift
-  echo "=== suite: $name"
-  local start=$SECONDS
-  if "$@"; then results+=("PASS  $name ($((SECONDS - start)) s)")
-  else results+=("FAIL  $name ($((SECONDS - start)) s)"); failed=$((failed + 1)); fi
-}
+# shellcheck source=scripts/suite_lib.sh
+source "$root/scripts/suite_lib.sh"
+suites=$root/scripts/suites.sh
 
-cxx_suite() {
-  "$root/scripts/build.sh" asan
-  # LeakSanitizer is on; libpq/OpenSSL keep process-lifetime allocations that are not leaks of ours.
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 600 -LE security
-}
+# Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
+# counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
+suite "test runner: failing steps, time limits, empty filters" 120 "$suites" runner_suite
+suite "C++ (GoogleTest, ASan+UBSan)" 1200 "$suites" cxx_suite
+suite "security: least privilege, TLS, secrets, injection" 300 "$suites" security_suite
+suite "fuzz (brief, libFuzzer)" 300 "$suites" fuzz_suite
+suite "installed library (pkg-config, find_package, C example)" 900 "$suites" installed_suite
+suite "fault injection, quick subset (tests/faults/run --quick)" 600 "$suites" faults_suite
+suite "ABI: doc comments, exported symbols, libabigail baseline" 180 "$suites" abi_suite
+suite "threads under ThreadSanitizer" 900 "$suites" tsan_suite
+suite "C examples under valgrind (memcheck)" 300 "$suites" valgrind_suite
+suite "PHP through FFI (DataStore, subscriber)" 120 "$suites" php_suite
+suite "Python ctypes against liboutbox.so" 120 "$suites" ctypes_suite
+suite "Node (node --test)" 900 "$suites" node_suite
+suite "Python (pytest)" 900 "$suites" python_suite
+suite "bench: bench/run --quick produces every figure" 600 "$suites" bench_suite
 
-# Least-privilege roles, TLS to both servers, no password in any output, injection strings
-# (tests/security, built by cxx_suite's sanitizer build).
-security_suite() {
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp" \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build/asan" --output-on-failure --timeout 300 -L security
-}
-
-# libFuzzer targets (clang-14), a few seconds each; the long run is tests/fuzz/run --seconds N.
-fuzz_suite() {
-  "$root/tests/fuzz/run" --seconds "${OUTBOX_FUZZ_SECONDS:-4}"
-}
-
-installed_suite() {
-  "$root/scripts/build.sh" release
-  "$root/tests/install/check_installed.sh" "$root/_install"
-}
-
-tsan_suite() {
-  cmake -S "$root" -B "$root/build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_TSAN=ON -DOUTBOX_BUILD_CLI=OFF >/dev/null
-  cmake --build "$root/build/tsan" --target outbox_capi_it -j "$(nproc)"
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    "$root/build/tsan/tests/outbox_capi_it" --gtest_filter='*DistinctHandlesOnDistinctThreadsAtOnce*:*FourThreads*:*StepsDrainABacklogWithMarksOverlapping*'
-}
-
-abi_suite() {
-  python3 "$root/tests/abi/check_docs.py" "$root/capi/include/outbox.h"
-  "$root/tests/abi/check_symbols.sh" "$root/build/release/capi/liboutbox.so"
-  "$root/tests/abi/check_abi.sh" "$root/build/release/capi/liboutbox.so"
-}
-
-faults_suite() {
-  # The quick subset of the fault-injection suite (tests/faults/README.md) on the release tree just
-  # built: its own PostgreSQL and RabbitMQ, in a network namespace of its own when run as root.
-  "$root/tests/faults/run" --quick --build-dir "$root/build/release"
-}
-
-valgrind_suite() {
-  "$root/tests/install/valgrind_examples.sh" "$root/_install"
-}
-
-php_suite() {
-  OUTBOX_LIB="$root/_install/lib/liboutbox.so" php "$root/tests/php/outbox_test.php"
-}
-
-ctypes_suite() {
-  python3 "$root/tests/ffi/ctypes_test.py" "$root/_install/lib/liboutbox.so"
-}
-
-bench_suite() {
-  # After the Node and Python suites: their package installs are what the bindings figures use.
-  "$root/bench/run" --quick
-  python3 "$root/bench/check_results.py" "$root/bench/results/quick.json" "$root/bench/results/quick"
-}
-
-suite "C++ (GoogleTest, ASan+UBSan)" cxx_suite
-suite "security: least privilege, TLS, secrets, injection" security_suite
-suite "fuzz (brief, libFuzzer)" fuzz_suite
-suite "installed library (pkg-config, find_package, C example)" installed_suite
-suite "fault injection, quick subset (tests/faults/run --quick)" faults_suite
-suite "ABI: doc comments, exported symbols, libabigail baseline" abi_suite
-suite "threads under ThreadSanitizer" tsan_suite
-suite "C examples under valgrind (memcheck)" valgrind_suite
-suite "PHP through FFI (DataStore, subscriber)" php_suite
-suite "Python ctypes against liboutbox.so" ctypes_suite
-suite "Node (node --test)" "$root/scripts/test_node.sh"
-suite "Python (pytest)" "$root/scripts/test_python.sh"
-suite "bench: bench/run --quick produces every figure" bench_suite
-
-echo
-echo "=== summary"
-printf '%s\n' "${results[@]}"
-passed=$(( ${#results[@]} - failed ))
-echo "$passed passed, $failed failed"
-[[ $failed == 0 ]]
+suite_summary

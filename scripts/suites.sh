@@ -1,0 +1,94 @@
+# The suites of scripts/test.sh, one function each. Not run directly: scripts/test.sh runs each
+# through scripts/run_suite.sh (set -euo pipefail: every step counts) under a time limit, e.g.
+#   scripts/run_suite.sh scripts/suites.sh abi_suite
+# Expects the services up and OUTBOX_PG_URL / OUTBOX_AMQP_URL exported, as scripts/test.sh does.
+# shellcheck shell=bash
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+root=$OUTBOX_REPO_ROOT
+
+sanitizer_env() {
+  # LeakSanitizer is on; libpq/OpenSSL keep process-lifetime allocations that are not leaks of ours.
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp"
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+}
+
+# The test runner itself: a failing first step fails a suite, a hang fails in time, an empty
+# GoogleTest filter fails (tests/runner/selftest.sh); every report the README cites names the
+# commit it measured.
+runner_suite() {
+  "$root/tests/runner/selftest.sh"
+  python3 "$root/tests/runner/check_cited_reports.py" "$root/README.md"
+}
+
+cxx_suite() {
+  "$root/scripts/build.sh" asan
+  sanitizer_env
+  ctest --test-dir "$root/build/asan" --output-on-failure --no-tests=error --timeout 600 -LE security
+}
+
+# Least-privilege roles, TLS to both servers, no password in any output, injection strings
+# (tests/security, built by cxx_suite's sanitizer build).
+security_suite() {
+  sanitizer_env
+  ctest --test-dir "$root/build/asan" --output-on-failure --no-tests=error --timeout 300 -L security
+}
+
+# libFuzzer targets (clang-14), a few seconds each; the long run is tests/fuzz/run --seconds N.
+fuzz_suite() {
+  "$root/tests/fuzz/run" --seconds "${OUTBOX_FUZZ_SECONDS:-4}"
+}
+
+installed_suite() {
+  "$root/scripts/build.sh" release
+  "$root/tests/install/check_installed.sh" "$root/_install"
+}
+
+tsan_suite() {
+  cmake -S "$root" -B "$root/build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_TSAN=ON -DOUTBOX_BUILD_CLI=OFF >/dev/null
+  cmake --build "$root/build/tsan" --target outbox_capi_it -j "$(nproc)"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    "$root/scripts/gtest_each.sh" "$root/build/tsan/tests/outbox_capi_it" \
+    '*DistinctHandlesOnDistinctThreadsAtOnce*' '*FourThreads*' '*StepsDrainABacklogWithMarksOverlapping*'
+}
+
+abi_suite() {
+  python3 "$root/tests/abi/check_docs.py" "$root/capi/include/outbox.h"
+  "$root/tests/abi/check_symbols.sh" "$root/build/release/capi/liboutbox.so"
+  "$root/tests/abi/check_abi.sh" "$root/build/release/capi/liboutbox.so"
+}
+
+faults_suite() {
+  python3 "$root/tests/faults/selftest.py"
+  # The quick subset of the fault-injection suite (tests/faults/README.md) on the release tree just
+  # built: its own PostgreSQL and RabbitMQ, in a network namespace of its own when run as root.
+  "$root/tests/faults/run" --quick --build-dir "$root/build/release"
+}
+
+valgrind_suite() {
+  "$root/tests/install/valgrind_examples.sh" "$root/_install"
+}
+
+php_suite() {
+  OUTBOX_LIB="$root/_install/lib/liboutbox.so" php "$root/tests/php/outbox_test.php"
+}
+
+ctypes_suite() {
+  python3 "$root/tests/ffi/ctypes_test.py" "$root/_install/lib/liboutbox.so"
+}
+
+node_suite() {
+  "$root/scripts/test_node.sh"
+}
+
+python_suite() {
+  "$root/scripts/test_python.sh"
+}
+
+bench_suite() {
+  # After the Node and Python suites: their package installs are what the bindings figures use.
+  # The quick report is deleted first, so the check below reads this run's figures or fails.
+  rm -rf "$root/bench/results/quick.json" "$root/bench/results/quick.md" "$root/bench/results/quick"
+  "$root/bench/run" --quick
+  python3 "$root/bench/check_results.py" "$root/bench/results/quick.json" "$root/bench/results/quick"
+}
