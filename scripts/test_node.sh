@@ -31,6 +31,7 @@ echo "=== npm install: $((SECONDS - start)) s"
 
 start=$SECONDS
 status=0
-node --test test/*.test.js || status=$?
+# Every test has a time limit (a hang fails that test in minutes, not at CI's limit).
+node --test --test-timeout="${OUTBOX_NODE_TEST_TIMEOUT_MS:-180000}" test/*.test.js || status=$?
 echo "=== node --test: $((SECONDS - start)) s, exit $status"
 exit "$status"

@@ -28,7 +28,7 @@ pip_q() { "$py" -m pip install --disable-pip-version-check -q "$@"; }
 outbox_log "test dependencies"
 # The pure psycopg loads the system libpq, and psycopg2 is built from source against it: only
 # then may their connections be lent to the library (never psycopg[binary] or psycopg2-binary).
-pip_q pytest "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
+pip_q pytest "pytest-timeout>=2.1" "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
 pip_q --no-binary psycopg2 "psycopg2>=2.8"
 if "$py" -c 'import psycopg.pq as p, sys; sys.exit(p.__impl__ != "python")'; then :; else
   outbox_die "psycopg in $venv is not the pure-Python implementation (a psycopg[binary]/[c] extra is installed)"
@@ -53,7 +53,10 @@ work=$OUTBOX_RUN_DIR/pytest
 mkdir -p "$work"
 cd "$work"
 rc=0
-"$py" -m pytest -q -p no:cacheprovider --rootdir "$root/python" "$root/python/tests" "$@" || rc=$?
+# A hung test fails in minutes: pytest-timeout's thread method dumps every thread's stack and ends
+# the run (a hang inside the C library never returns to Python, so a signal-based timeout may not fire).
+"$py" -m pytest -q -p no:cacheprovider -p timeout --timeout "${OUTBOX_PYTEST_TIMEOUT:-180}" \
+  --timeout-method thread --rootdir "$root/python" "$root/python/tests" "$@" || rc=$?
 if [[ $rc == 5 ]]; then
   echo "test_python.sh: pytest collected no tests" >&2
   exit 1

@@ -18,6 +18,18 @@ def sigint_main_thread() -> None:
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Ctrl-C as an interactive user has it. Python installs its KeyboardInterrupt handler only when
+    SIGINT is not ignored at start; under `nohup ... &`, cron or some CI runners it is ignored, and a
+    SIGINT sent by these tests would be dropped (the run would wait for ever)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def write_events(cfg, n, aggregates=2):
     with psycopg.connect(PG_URL) as conn:
         ids = [outbox.write(conn, config=cfg, **event(aggregate_id=f"g{i % aggregates}", payload={"n": i})).id
