@@ -84,6 +84,12 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
         outbox::amqp::Connection c(Collector::options());
         c.declare_exchange(cfg.exchange, "fanout", true, false);
     }
+    auto make_due = [&] {
+        db->exec("UPDATE " + table() + " SET next_attempt_at = now() WHERE next_attempt_at > now()");
+    };
+    // A backoff of 10-20 s for the first retry: a loaded machine cannot outrun it between two steps.
+    cfg.set("relay.backoff_base_ms", "20000");
+    cfg.set("relay.backoff_max_ms", "20000");
     write_events(20, 5);
     outbox::Relay relay(cfg);
     outbox::RelayStats s = relay.step();
@@ -98,14 +104,16 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
               5);
     // Within the backoff nothing is due: the failed heads hold their aggregates back.
     EXPECT_EQ(relay.step().claimed, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    // Once due (made due now, rather than waiting 10-20 s), they are tried again and fail again.
+    make_due();
     outbox::RelayStats again = relay.step();
     EXPECT_EQ(again.failed, 5);
     EXPECT_EQ(scalar_long("SELECT min(retry_count) FROM " + table() + " WHERE seq = 1"), 2);
+    EXPECT_EQ(relay.step().claimed, 0) << "backing off again";
 
-    // Bind a queue: after the backoff they all go out, in order.
+    // Bind a queue: once due they all go out, in order.
     Collector queue(cfg.exchange);
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    make_due();
     outbox::RelayStats total = drain(relay);
     EXPECT_EQ(total.published, 20);
     EXPECT_EQ(queue.collect(20).size(), 20U);
