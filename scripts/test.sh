@@ -8,6 +8,8 @@
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
 #   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
+# Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
+# scripts/suite_lib.sh), after a self-test of that machinery (tests/runner/selftest.sh).
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
@@ -15,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,7p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,13p' "$0"; exit 0; fi
 
 "$root/scripts/deps.sh"
 started_here=0
