@@ -395,6 +395,7 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
             if (level >= LogLevel::warn && msg.find("; retrying in ") != std::string::npos) {
                 metrics.on_step_error(msg.substr(0, msg.find("; retrying in ")), relay.pg_connected(),
                                       relay.amqp_connected());
+                metrics.set_amqp_node(relay.amqp_node());
             }
             logger(level, msg);
         });
@@ -420,6 +421,7 @@ int run_relay(const CommonOptions &opts, const RelayOptions &ro) {
     if (metrics_server) {
         relay.run([&metrics, &relay](const RelayStats &st) {
             metrics.on_step(st, relay.pg_connected(), relay.amqp_connected());
+            metrics.set_amqp_node(relay.amqp_node());
         });
     } else {
         relay.run();

@@ -55,6 +55,11 @@ void Metrics::on_step_error(const std::string &reason, bool pg_up, bool amqp_up)
     last_error_ = reason.empty() ? "relay step failed" : reason;
 }
 
+void Metrics::set_amqp_node(const std::string &node) {
+    std::lock_guard<std::mutex> lock(mu_);
+    amqp_node_ = node;
+}
+
 void Metrics::set_lag(std::optional<double> lag_s, const std::string &error) {
     std::lock_guard<std::mutex> lock(mu_);
     lag_known_ = lag_s.has_value();
@@ -94,6 +99,18 @@ std::string Metrics::render() const {
     gauge("outbox_lag_seconds", "Age of the oldest due PENDING event (0 when none is due).", lag_s_);
     gauge("outbox_pg_up", "1 when the relay's PostgreSQL connection works.", pg_up_ ? 1 : 0);
     gauge("outbox_amqp_up", "1 when the relay's RabbitMQ connection works.", amqp_up_ ? 1 : 0);
+    if (!amqp_node_.empty()) {
+        std::string label;
+        for (const char c : amqp_node_) { // a label value escapes \\, " and newline
+            if (c == '\\' || c == '"') {
+                label += '\\';
+            }
+            label += c == '\n' ? std::string("\\n") : std::string(1, c);
+        }
+        o += "# HELP outbox_amqp_node The RabbitMQ node (host:port) the relay is connected to, or was last.\n"
+             "# TYPE outbox_amqp_node gauge\noutbox_amqp_node{node=\"" +
+             label + "\"} 1\n";
+    }
     gauge("outbox_relay_healthy", "1 when the last relay step succeeded (the reason is on /healthz).",
           stepped_ && last_error_.empty() ? 1 : 0);
     return o;

@@ -28,6 +28,8 @@ class Metrics {
     // From the relay thread.
     void on_step(const RelayStats &st, bool pg_up, bool amqp_up);
     void on_step_error(const std::string &reason, bool pg_up, bool amqp_up);
+    // The RabbitMQ node ("host:port") the relay is, or was last, connected to.
+    void set_amqp_node(const std::string &node);
     // From the lag thread: nullopt when the lag query failed.
     void set_lag(std::optional<double> lag_s, const std::string &error = {});
 
@@ -47,6 +49,7 @@ class Metrics {
     bool lag_known_ = false;
     std::string lag_error_;
     bool pg_up_ = false, amqp_up_ = false;
+    std::string amqp_node_;
     bool stepped_ = false;
     std::string last_error_; // empty after a successful step
 };

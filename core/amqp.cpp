@@ -292,6 +292,8 @@ struct Connection::Impl {
     uint64_t next_tag = 1;
     std::optional<PendingContent> pending;
     Watchdog watchdog; // declared after `state`: stopped before the socket is closed
+    size_t index = 0;  // place of opts.url in the address list
+    std::string node;  // host:port
 
     explicit Impl(Options o) : opts(std::move(o)), redacted(redact_url(opts.url)) {}
     Impl(const Impl &) = delete;
@@ -640,13 +642,76 @@ amqp_table_entry_t string_entry(const char *key, const std::string &v) {
 
 } // namespace
 
+std::vector<std::string> split_url_list(const std::string &urls) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (start <= urls.size()) {
+        size_t end = urls.find(',', start);
+        if (end == std::string::npos) {
+            end = urls.size();
+        }
+        size_t b = start, e = end;
+        while (b < e && (urls[b] == ' ' || urls[b] == '\t')) {
+            ++b;
+        }
+        while (e > b && (urls[e - 1] == ' ' || urls[e - 1] == '\t')) {
+            --e;
+        }
+        if (e > b) {
+            out.push_back(urls.substr(b, e - b));
+        }
+        start = end + 1;
+    }
+    return out;
+}
+
 Connection::Connection(Options options) {
+    const std::vector<std::string> urls = split_url_list(options.url);
+    if (urls.empty()) {
+        fail(Errc::invalid_argument, "AMQP URL is empty");
+    }
+    // A malformed address is a configuration error whichever nodes are up: refuse it before trying any.
+    for (const auto &u : urls) {
+        (void)parse_url(u, redact_url(u));
+    }
+    std::string failures;
+    bool all_timeouts = true;
+    for (size_t k = 0; k < urls.size(); ++k) {
+        const size_t i = (options.first + k) % urls.size();
+        Options one = options;
+        one.url = urls[i];
+        try {
+            impl_ = open(std::move(one));
+            impl_->index = i;
+            return;
+        } catch (const Error &e) {
+            if (urls.size() == 1 || e.code() == Errc::invalid_argument) {
+                throw;
+            }
+            failures += std::string(failures.empty() ? "" : "; ") + e.what();
+            all_timeouts = all_timeouts && e.code() == Errc::timeout;
+        }
+    }
+    fail(all_timeouts ? Errc::timeout : Errc::connection,
+         "no RabbitMQ node of the " + std::to_string(urls.size()) + " addresses could be reached: " + failures);
+}
+
+size_t Connection::address_index() const {
+    return impl_ ? impl_->index : 0;
+}
+
+std::string Connection::node() const {
+    return impl_ ? impl_->node : std::string();
+}
+
+std::unique_ptr<Connection::Impl> Connection::open(Options options) {
     auto impl = std::make_unique<Impl>(std::move(options));
     Impl &s = *impl;
     const Options &o = s.opts;
     validate(o, s.redacted);
     const ParsedUrl url = parse_url(o.url, s.redacted);
     const bool tls = o.tls.enabled || url.ssl;
+    s.node = url.host + ":" + std::to_string(url.port);
 
     s.state.reset(amqp_new_connection());
     if (!s.state) {
@@ -742,7 +807,7 @@ Connection::Connection(Options options) {
     s.check_reply(login, "login", fired, Errc::connection);
 
     s.rpc("channel.open", [&] { return amqp_channel_open(s.conn(), kChannel); });
-    impl_ = std::move(impl);
+    return impl;
 }
 
 Connection::~Connection() = default;

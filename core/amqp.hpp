@@ -44,13 +44,20 @@ struct Tls {
 };
 
 struct Options {
-    std::string url; // amqp://user:pass@host:port/vhost or amqps://...; vhost "/" is written %2f
+    // amqp://user:pass@host:port/vhost or amqps://...; vhost "/" is written %2f. Several nodes of a
+    // cluster: a comma-separated list of such URLs (each with its own scheme, so TLS per address;
+    // a comma inside a password is written %2C). They are tried in turn from `first`.
+    std::string url;
+    size_t first = 0; // the address of the list tried first (modulo its length)
     Tls tls;
     int heartbeat_s = 30;          // 0 disables heartbeats: a silent broker then goes unnoticed by wait()
     int connect_timeout_ms = 5000; // TCP connect (and TLS handshake)
     int io_timeout_ms = 10000;     // login, RPC replies, and any single send
     std::string connection_name;   // shown in rabbitmqctl list_connections / the management UI
 };
+
+// The addresses of a comma-separated list (spaces around them dropped, empty ones skipped).
+std::vector<std::string> split_url_list(const std::string &urls);
 
 // The URL with its password replaced by "***" (amqp://user:***@host/vhost). Works on malformed input
 // too, so it is safe to put into any log or error message.
@@ -175,13 +182,18 @@ class Connection {
     [[nodiscard]] bool confirm_mode() const;
     [[nodiscard]] uint64_t next_publish_tag() const; // the tag the next publish() will get (confirm mode)
     [[nodiscard]] bool alive() const;                // false after any error: reconnect
-    [[nodiscard]] int fd() const;                    // -1 once the socket is gone
+    // The node this connection reached: its place in the address list and "host:port" (no
+    // credentials), for logs and metrics.
+    [[nodiscard]] size_t address_index() const;
+    [[nodiscard]] std::string node() const;
+    [[nodiscard]] int fd() const; // -1 once the socket is gone
     [[nodiscard]] const std::string &redacted_url() const;
 
   private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
-    Impl &live(); // the Impl, or throws Error(connection) when moved-from or dead
+    static std::unique_ptr<Impl> open(Options options); // one address
+    Impl &live();                                       // the Impl, or throws Error(connection) when moved-from or dead
 };
 
 } // namespace outbox::amqp

@@ -122,7 +122,10 @@ const std::vector<Option> &options() {
                 false, true),
         int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",
                 &Config::pg_connect_timeout_s, 1, 3600),
-        str_opt("amqp.url", "RabbitMQ URL, amqp:// or amqps:// (env OUTBOX_AMQP_URL)", &Config::amqp_url, false, true),
+        str_opt("amqp.url",
+                "RabbitMQ URL, amqp:// or amqps://; the nodes of a cluster as a comma-separated list, tried in turn "
+                "(env OUTBOX_AMQP_URL)",
+                &Config::amqp_url, false, true),
         amqp_name_opt("amqp.exchange", "exchange events are published to (default corewrite.fanout)", &Config::exchange,
                       false),
         {"amqp.exchange_type", "type of the exchange when declared: fanout, topic, direct, headers (default fanout)",

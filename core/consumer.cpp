@@ -31,7 +31,9 @@ Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(s
     dlq_ = cfg_.consumer_dead_letter_queue.empty() ? queue_ + ".dead" : cfg_.consumer_dead_letter_queue;
 }
 
-Consumer::~Consumer() { drop(); }
+Consumer::~Consumer() {
+    drop();
+}
 
 void Consumer::log(int level, const std::string &msg) const {
     if (log_) {
@@ -44,12 +46,16 @@ void Consumer::drop() noexcept {
     pending_.clear(); // unacked deliveries return to the queue with the connection
 }
 
-void Consumer::stop() noexcept { stop_.store(true, std::memory_order_relaxed); }
+void Consumer::stop() noexcept {
+    stop_.store(true, std::memory_order_relaxed);
+}
 
 void Consumer::connect() {
     drop();
     amqp::Options o = amqp_options(cfg_, "outbox-consumer " + name_);
+    o.first = broker_next_;
     auto conn = std::make_unique<amqp::Connection>(o);
+    broker_next_ = conn->address_index() + 1; // after a loss, the next node first
     const bool quorum = cfg_.consumer_queue_type == "quorum";
     if (cfg_.exchange_declare) {
         conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
@@ -69,8 +75,8 @@ void Consumer::connect() {
     conn->confirm_select(); // dead-letter publishes are confirmed before the original is acked
     conn->consume(queue_, false, "outbox-" + name_);
     mq_ = std::move(conn);
-    log(1, "consumer " + name_ + " connected to " + amqp::redact_url(cfg_.amqp_url) + ", queue " + queue_ +
-               " (" + cfg_.consumer_queue_type + "), dead letters to " + dlq_);
+    log(1, "consumer " + name_ + " connected to RabbitMQ node " + mq_->node() + " (" + amqp::redact_url(cfg_.amqp_url) +
+               "), queue " + queue_ + " (" + cfg_.consumer_queue_type + "), dead letters to " + dlq_);
 }
 
 std::optional<Delivery> Consumer::next(int timeout_ms) {

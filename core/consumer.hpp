@@ -90,6 +90,7 @@ class Consumer {
     std::string dlx_;
     std::string dlq_;
     std::unique_ptr<amqp::Connection> mq_;
+    size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
     std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
     std::unordered_map<std::string, int64_t> classic_attempts_;
     std::atomic<bool> stop_{false};

@@ -161,14 +161,27 @@ void Relay::ensure_amqp() {
     }
     drop_amqp();
     amqp::Options o = amqp_options(cfg_, cfg_.relay_name);
+    o.first = broker_next_;
     auto conn = std::make_unique<amqp::Connection>(o);
+    // After a loss the next connect starts at the next node of the list: a dead node is not tried first.
+    broker_next_ = conn->address_index() + 1;
+    {
+        std::lock_guard<std::mutex> lock(node_mu_);
+        amqp_node_ = conn->node();
+    }
     if (cfg_.exchange_declare) {
         conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
     }
     conn->confirm_select();
     mq_ = std::move(conn);
     blocked_ = false;
-    log(LogLevel::info, "connected to RabbitMQ " + amqp::redact_url(cfg_.amqp_url) + ", exchange " + cfg_.exchange);
+    log(LogLevel::info, "connected to RabbitMQ node " + mq_->node() + " (" + amqp::redact_url(cfg_.amqp_url) +
+                            "), exchange " + cfg_.exchange);
+}
+
+std::string Relay::amqp_node() const {
+    std::lock_guard<std::mutex> lock(node_mu_);
+    return amqp_node_;
 }
 
 void Relay::drop_pg(int slot) noexcept {

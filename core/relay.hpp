@@ -21,6 +21,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -94,6 +95,8 @@ class Relay {
     // since is noticed by the next step). Safe while a batch's marks commit in the background.
     [[nodiscard]] bool pg_connected() const { return pg_up_.load(std::memory_order_relaxed); }
     [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
+    // The RabbitMQ node ("host:port") of the current or last connection; "" before the first.
+    [[nodiscard]] std::string amqp_node() const;
     [[nodiscard]] const Config &config() const { return cfg_; }
 
   private:
@@ -135,6 +138,9 @@ class Relay {
     int marking_slot_ = -1;
     std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
+    size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
+    mutable std::mutex node_mu_;
+    std::string amqp_node_;
     bool listening_ = false;
     bool blocked_ = false;
     std::string visit_sql_;

@@ -80,3 +80,14 @@ TEST(AmqpRedactUrl, NeverShowsAPlantedPasswordInAnyText) {
         EXPECT_EQ(r.find(secret.substr(4)), std::string::npos) << url << " -> " << r;
     }
 }
+
+TEST(AmqpUrlList, SplitsOnCommasDroppingSpacesAndEmptyEntries) {
+    using outbox::amqp::split_url_list;
+    EXPECT_EQ(split_url_list("amqp://a"), std::vector<std::string>{"amqp://a"});
+    EXPECT_EQ(split_url_list(" amqp://a , amqps://u:p@b:5671/%2f,,amqp://c ,"),
+              (std::vector<std::string>{"amqp://a", "amqps://u:p@b:5671/%2f", "amqp://c"}));
+    EXPECT_TRUE(split_url_list("").empty());
+    EXPECT_TRUE(split_url_list(" , ,").empty());
+    // A comma inside a password is written %2C, so it never splits an address.
+    EXPECT_EQ(split_url_list("amqp://u:p%2Cq@h/%2f"), std::vector<std::string>{"amqp://u:p%2Cq@h/%2f"});
+}

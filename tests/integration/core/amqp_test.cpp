@@ -819,3 +819,74 @@ TEST(AmqpConnection, MovesOwnership) {
     EXPECT_TRUE(d.alive());
     EXPECT_EQ(d.wait(0), std::nullopt);
 }
+
+namespace {
+
+// A loopback port bound and never listened on: connecting to it is refused at once.
+struct ClosedPort {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    int port = 0;
+    ClosedPort() {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0) {
+            socklen_t len = sizeof a;
+            ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+            port = ntohs(a.sin_port);
+        }
+    }
+    ~ClosedPort() { ::close(fd); }
+    ClosedPort(const ClosedPort &) = delete;
+    ClosedPort &operator=(const ClosedPort &) = delete;
+    [[nodiscard]] std::string url(const std::string &password) const {
+        return "amqp://u:" + password + "@127.0.0.1:" + std::to_string(port) + "/%2f";
+    }
+};
+
+} // namespace
+
+TEST(AmqpConnection, AListOfAddressesReachesTheFirstNodeThatAnswers) {
+    ClosedPort dead;
+    ASSERT_GT(dead.port, 0);
+    const UrlParts p = parts_of(outbox_test::amqp_url());
+    amqp::Connection c(opts(dead.url("pw-of-a-dead-node") + " , " + outbox_test::amqp_url()));
+    EXPECT_TRUE(c.alive());
+    EXPECT_EQ(c.address_index(), 1U);
+    EXPECT_EQ(c.node(), p.host + ":" + std::to_string(p.port));
+    EXPECT_EQ(c.redacted_url(), amqp::redact_url(outbox_test::amqp_url()));
+
+    // Told to start at the second address, it goes there first; past the end it wraps around.
+    auto o = opts(outbox_test::amqp_url() + "," + dead.url("x"));
+    o.first = 2;
+    amqp::Connection wrapped(o);
+    EXPECT_EQ(wrapped.address_index(), 0U);
+}
+
+TEST(AmqpConnection, NoNodeOfAListReachableIsAConnectionErrorNamingEachWithoutPasswords) {
+    ClosedPort a, b;
+    ASSERT_GT(a.port, 0);
+    ASSERT_GT(b.port, 0);
+    try {
+        amqp::Connection c(opts(a.url("first-secret-pw") + "," + b.url("second-secret-pw")));
+        ADD_FAILURE() << "connected to closed ports";
+    } catch (const Error &e) {
+        const std::string m = e.what();
+        EXPECT_EQ(e.code(), Errc::connection) << m;
+        EXPECT_NE(m.find("no RabbitMQ node of the 2 addresses"), std::string::npos) << m;
+        EXPECT_NE(m.find(":" + std::to_string(a.port)), std::string::npos) << m;
+        EXPECT_NE(m.find(":" + std::to_string(b.port)), std::string::npos) << m;
+        EXPECT_EQ(m.find("first-secret-pw"), std::string::npos) << m;
+        EXPECT_EQ(m.find("second-secret-pw"), std::string::npos) << m;
+    }
+}
+
+TEST(AmqpConnection, AMalformedAddressInAListIsRefusedEvenWhenAnotherWorks) {
+    try {
+        amqp::Connection c(opts(outbox_test::amqp_url() + ",amqp://u:secret-pw@host:notaport/v"));
+        ADD_FAILURE() << "accepted a list with a malformed address";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+        EXPECT_EQ(std::string(e.what()).find("secret-pw"), std::string::npos) << e.what();
+    }
+}

@@ -1,6 +1,11 @@
 // The relay against real PostgreSQL and RabbitMQ: exact delivery, unroutable and nacked messages.
 #include "relay_fixture.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <set>
@@ -21,16 +26,19 @@ TEST_F(RelayTest, TenThousandEventsArriveExactlyAsWrittenAndAreMarkedPublished) 
     outbox::RelayStats total = drain(relay);
     EXPECT_EQ(total.published, 10000);
     EXPECT_EQ(total.failed, 0);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED' AND published_at IS NOT NULL"),
-              10000);
+    EXPECT_EQ(
+        scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED' AND published_at IS NOT NULL"),
+        10000);
 
     const auto &msgs = queue.collect(10000);
     ASSERT_EQ(msgs.size(), 10000U);
     // Each message is byte-for-byte the envelope of its row, with the documented properties.
-    outbox::pg::Result rows = db->exec(
-        "SELECT outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload, metadata,"
-        " actor, to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'), floor(extract(epoch FROM created_at))::bigint"
-        " FROM " + table());
+    outbox::pg::Result rows = db->exec("SELECT outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, "
+                                       "payload, previous_payload, metadata,"
+                                       " actor, to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'), "
+                                       "floor(extract(epoch FROM created_at))::bigint"
+                                       " FROM " +
+                                       table());
     std::unordered_map<std::string, outbox::EventRow> by_id;
     for (int i = 0; i < rows.rows(); ++i) {
         outbox::EventRow r;
@@ -121,6 +129,35 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
               20);
 }
 
+TEST_F(RelayTest, ABrokerListWithADeadNodeFirstPublishesThroughTheNextAndSaysWhichNode) {
+    // A loopback port bound and never listened on stands for a dead node of the cluster.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    const std::string dead = "amqp://u:dead-node-pw@127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/%2f";
+    cfg.amqp_url = dead + "," + outbox_test::amqp_url();
+    Collector queue(cfg.exchange);
+    write_events(6, 3);
+    outbox::Relay relay(cfg);
+    std::vector<std::string> lines;
+    relay.set_logger([&lines](outbox::LogLevel, const std::string &m) { lines.push_back(m); });
+    EXPECT_EQ(drain(relay).published, 6);
+    EXPECT_EQ(queue.collect(6).size(), 6U);
+    const std::string live = outbox::amqp::Connection(Collector::options()).node();
+    EXPECT_EQ(relay.amqp_node(), live);
+    bool said = false;
+    for (const auto &l : lines) {
+        said = said || l.find("connected to RabbitMQ node " + live) != std::string::npos;
+        EXPECT_EQ(l.find("dead-node-pw"), std::string::npos) << l;
+    }
+    EXPECT_TRUE(said) << "no log line names the node";
+    ::close(fd);
+}
+
 TEST_F(RelayTest, UnroutableMayBeAcceptedWhenConfigured) {
     {
         outbox::amqp::Connection c(Collector::options());
@@ -168,7 +205,8 @@ TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
     EXPECT_GE(s.nacked, 8) << "the broker rejects all but one per queue";
     EXPECT_EQ(s.published + s.failed, 10);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), s.published);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE error_message = 'nacked by the broker' AND retry_count = 1"),
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() +
+                          " WHERE error_message = 'nacked by the broker' AND retry_count = 1"),
               s.failed);
 }
 
@@ -236,8 +274,8 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     const std::string lag = "extract(epoch FROM published_at - created_at) * 1000";
     const long median_ms = scalar_long("SELECT CAST(percentile_cont(0.5) WITHIN GROUP (ORDER BY " + lag +
                                        ") AS bigint) FROM " + table() + " WHERE aggregate_id LIKE 's%'");
-    const long max_ms = scalar_long("SELECT CAST(max(" + lag + ") AS bigint) FROM " + table() +
-                                    " WHERE aggregate_id LIKE 's%'");
+    const long max_ms =
+        scalar_long("SELECT CAST(max(" + lag + ") AS bigint) FROM " + table() + " WHERE aggregate_id LIKE 's%'");
     EXPECT_LT(median_ms, 200) << "write-to-claim median " << median_ms << " ms";
     EXPECT_LT(max_ms, 2000) << "write-to-claim max " << max_ms << " ms (poll interval 4000 ms)";
 
