@@ -2,6 +2,7 @@
 
 #include "redact.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -103,12 +104,57 @@ Conn::~Conn() {
     }
 }
 
+namespace {
+
+// Whether a simple query starts a transaction or ends one by rolling back: where a lost
+// connection may be opened again.
+bool starts_afresh(const std::string &sql) {
+    size_t i = 0;
+    while (i < sql.size() && std::isspace(static_cast<unsigned char>(sql[i])) != 0) {
+        ++i;
+    }
+    for (const char *word : {"BEGIN", "START TRANSACTION", "ROLLBACK", "ABORT"}) {
+        const size_t n = std::strlen(word);
+        if (sql.size() - i < n) {
+            continue;
+        }
+        bool same = true;
+        for (size_t k = 0; k < n && same; ++k) {
+            same = std::toupper(static_cast<unsigned char>(sql[i + k])) == word[k];
+        }
+        const char next = i + n < sql.size() ? sql[i + n] : ';';
+        if (same && (next == ';' || std::isspace(static_cast<unsigned char>(next)) != 0)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+void Conn::revive_if_lost() {
+    if (!owned_ || c_ == nullptr || PQstatus(c_) == CONNECTION_OK) {
+        return;
+    }
+    prepared_.clear(); // prepared statements died with the session
+    PQreset(c_);
+    if (PQstatus(c_) != CONNECTION_OK) {
+        std::string msg = PQerrorMessage(c_);
+        while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+            msg.pop_back();
+        }
+        fail(Errc::connection, "PostgreSQL connection lost, and opening it again failed: " + msg);
+    }
+}
+
 void Conn::check_usable() const {
     if (c_ == nullptr) {
         fail(Errc::connection, "no PostgreSQL connection");
     }
     if (PQstatus(c_) != CONNECTION_OK) {
-        fail(Errc::connection, "PostgreSQL connection is closed or broken");
+        fail(Errc::connection, owned_ ? "PostgreSQL connection is closed or broken (a transaction open on it did not "
+                                        "commit through it; BEGIN or ROLLBACK on this handle opens it again)"
+                                      : "PostgreSQL connection is closed or broken");
     }
     if (PQisBusy(c_) != 0 || PQpipelineStatus(c_) != PQ_PIPELINE_OFF) {
         fail(Errc::invalid_argument, "PostgreSQL connection is busy with another query");
@@ -168,6 +214,7 @@ const std::string &Conn::prepare_once(const std::string &sql, int nparams) {
 }
 
 Result Conn::begin_and_exec(const std::string &sql, const Params &params) {
+    revive_if_lost();
     check_usable();
     if (PQtransactionStatus(c_) != PQTRANS_IDLE) {
         fail(Errc::transaction, "a transaction is already open on this connection; commit or roll it back first");
@@ -250,6 +297,9 @@ Result Conn::exec_cached(const std::string &sql, const Params &params) {
 }
 
 Result Conn::exec_simple(const std::string &sql) {
+    if (starts_afresh(sql)) {
+        revive_if_lost();
+    }
     check_usable();
     PGresult *r = PQexec(c_, sql.c_str());
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;

@@ -81,12 +81,20 @@ class Conn {
     [[nodiscard]] int socket() const { return PQsocket(c_); }
     [[nodiscard]] int backend_pid() const { return PQbackendPID(c_); }
 
+    // Throws Error(connection) when the connection is closed or broken (saying how an owned one is
+    // opened again), Error(invalid_argument) when it is busy with another query.
+    void check_usable() const;
     // Throws the Error matching a failed result (or a broken connection when r is null).
     [[noreturn]] void raise(PGresult *r, const std::string &context) const;
 
   private:
     Conn(PGconn *c, bool owned) : c_(c), owned_(owned) {}
-    void check_usable() const;
+    // An owned connection found broken where a statement starts afresh (BEGIN, ROLLBACK,
+    // begin_and_exec) is opened again with its own conninfo (PQreset), so a multi-host conninfo
+    // with target_session_attrs=read-write reaches the promoted primary. Never elsewhere: what ran
+    // in a transaction that was open when the connection went is gone, and must not go on silently
+    // outside it.
+    void revive_if_lost();
     const std::string &prepare_once(const std::string &sql, int nparams);
     PGconn *c_ = nullptr;
     bool owned_ = false;

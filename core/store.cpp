@@ -18,11 +18,13 @@ std::string write_sql_dollar(const Config &cfg) {
            " (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload, previous_payload,"
            " metadata, actor, created_at, next_attempt_at, idempotency_key) "
            "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST(CAST($3 AS text) AS uuid), CAST($4 AS text),"
-           " CAST($5 AS text), CAST(CAST($6 AS text) AS json), CAST(CAST($7 AS text) AS json), CAST(CAST($8 AS text) AS json), CAST($9 AS text),"
+           " CAST($5 AS text), CAST(CAST($6 AS text) AS json), CAST(CAST($7 AS text) AS json), CAST(CAST($8 AS text) "
+           "AS json), CAST($9 AS text),"
            " CAST(CAST($10 AS text) AS timestamptz), now(), CAST($11 AS text) FROM s" +
            // The channel is a validated identifier, so it is safe as a literal here; the same
            // payload within one transaction is delivered once, at commit.
-           (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n" : std::string()) +
+           (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n"
+                             : std::string()) +
            " RETURNING seq";
 }
 
@@ -68,9 +70,7 @@ Statement render_write(const Config &cfg, Event &ev) {
 
 void write(pg::Conn &conn, const Config &cfg, Event &ev) {
     ev.prepare(cfg);
-    if (!conn.ok()) {
-        fail(Errc::connection, "PostgreSQL connection is closed or broken");
-    }
+    conn.check_usable();
     const PGTransactionStatusType st = conn.tx_status();
     if (st == PQTRANS_INERROR) {
         fail(Errc::transaction, "the caller's transaction is aborted; roll it back before writing");

@@ -204,6 +204,41 @@ TEST_F(PgTest, BrokenAndClosedConnectionsAreConnectionErrors) {
     outbox_event_free(ev);
 }
 
+TEST_F(PgTest, AnOwnedConnectionLostIsOpenedAgainByTheNextBeginNeverInsideTheLostTransaction) {
+    // The connection dies inside a transaction (as at a failover): the write in flight fails, and
+    // nothing runs on, outside that transaction, until the caller starts afresh.
+    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK);
+    outbox_event *ev = make_event();
+    ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK);
+    const std::string pid = std::to_string(PQbackendPID(static_cast<PGconn *>(outbox_db_pgconn(db))));
+    admin.query("SELECT pg_terminate_backend($1::int)", {pid});
+    EXPECT_EQ(outbox_write(db, ev), OUTBOX_ERR_CONNECTION) << outbox_last_error();
+    EXPECT_EQ(outbox_write(db, ev), OUTBOX_ERR_CONNECTION) << "a write must not go on outside the lost transaction";
+    EXPECT_NE(std::string(outbox_last_error()).find("BEGIN or ROLLBACK"), std::string::npos)
+        << "[" << outbox_last_error() << "]";
+    EXPECT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_ERR_CONNECTION) << "a COMMIT must not succeed on a new session";
+    EXPECT_EQ(count(), 0) << "nothing of the lost transaction committed";
+
+    // ROLLBACK (or BEGIN) opens the connection again: the next transaction works.
+    ASSERT_EQ(outbox_db_exec(db, "ROLLBACK"), OUTBOX_OK) << outbox_last_error();
+    EXPECT_NE(std::to_string(PQbackendPID(static_cast<PGconn *>(outbox_db_pgconn(db)))), pid);
+    ASSERT_EQ(outbox_db_exec(db, " begin"), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error(); // its prepared statement made anew
+    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK);
+    EXPECT_EQ(count(), 1);
+
+    // Killed between transactions, the next BEGIN reconnects by itself.
+    admin.query("SELECT pg_terminate_backend($1::int)",
+                {std::to_string(PQbackendPID(static_cast<PGconn *>(outbox_db_pgconn(db))))});
+    EXPECT_EQ(outbox_db_exec(db, "SELECT 1"), OUTBOX_ERR_CONNECTION);
+    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
+    outbox_event_set(ev, "aggregate_id", "after-reconnect");
+    ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK);
+    EXPECT_EQ(count(), 2);
+    outbox_event_free(ev);
+}
+
 TEST_F(PgTest, MissingTablesAreASchemaError) {
     outbox_config *other = nullptr;
     ASSERT_EQ(outbox_config_new(&other), OUTBOX_OK);
