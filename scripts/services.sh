@@ -6,6 +6,10 @@ set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 OUTBOX_SERVICES_TIMEOUT="${OUTBOX_SERVICES_TIMEOUT:-60}"
+# Which services up/down/status handle: "pg rabbitmq" (default), "pg" or "rabbitmq" (scripts/cluster.sh
+# runs one per node this way).
+OUTBOX_SERVICES="${OUTBOX_SERVICES:-pg rabbitmq}"
+want() { [[ " $OUTBOX_SERVICES " == *" $1 "* ]]; }
 
 usage() {
     cat <<EOF
@@ -261,8 +265,8 @@ pg_up() {
         die "pg: pg_ctl start failed"
     fi
 
-    # Role and database the URL uses (idempotent).
-    if ! as_pg "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$OUTBOX_PG_SOCK_DIR" -p "$OUTBOX_PG_PORT" \
+    # Role and database the URL uses (idempotent); a standby has them from its primary.
+    if [[ ! -f "$OUTBOX_PG_DATA/standby.signal" ]] && ! as_pg "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -h "$OUTBOX_PG_SOCK_DIR" -p "$OUTBOX_PG_PORT" \
             -U postgres -d postgres >/dev/null <<EOF
 SELECT format('CREATE ROLE %I LOGIN SUPERUSER', '$OUTBOX_PG_USER')
  WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$OUTBOX_PG_USER') \gexec
@@ -344,7 +348,7 @@ disk_free_limit.absolute = 50MB
 log.console = false
 log.file.level = info
 EOF
-    printf '[].\n' >"$OUTBOX_RABBIT_DIR/enabled_plugins"
+    printf '[%s].\n' "${OUTBOX_RABBIT_PLUGINS:-}" >"$OUTBOX_RABBIT_DIR/enabled_plugins"
     : >"$OUTBOX_RABBIT_DIR/rabbitmq-env.conf"
 
     local pid
@@ -445,27 +449,25 @@ cmd_up() {
     command -v ss >/dev/null 2>&1 || die "ss not found (iproute2); run scripts/deps.sh"
     take_lock
     # Port clashes with foreign processes fail before anything is started.
-    if ! pg_running; then
+    if want pg && ! pg_running; then
         check_port_free "$OUTBOX_PG_PORT" PostgreSQL
     fi
-    if ! rabbit_running; then
+    if want rabbitmq && ! rabbit_running; then
         check_port_free "$OUTBOX_AMQP_PORT" "RabbitMQ AMQP"
         check_port_free "$OUTBOX_AMQPS_PORT" "RabbitMQ AMQPS"
         check_port_free "$OUTBOX_RABBIT_DIST_PORT" "RabbitMQ distribution"
         check_port_free "$OUTBOX_EPMD_PORT" "epmd"
     fi
     # New certificates only when a service starts (a running one keeps serving the old ones).
-    if ! pg_running || ! rabbit_running; then
+    if { want pg && ! pg_running; } || { want rabbitmq && ! rabbit_running; }; then
         tls_prepare
     fi
     DEADLINE=$(( SECONDS + OUTBOX_SERVICES_TIMEOUT ))
-    local start=$SECONDS pg_job rabbit_job rc=0
-    pg_up &
-    pg_job=$!
-    rabbit_up &
-    rabbit_job=$!
-    wait "$pg_job" || rc=1
-    wait "$rabbit_job" || rc=1
+    local start=$SECONDS pg_job="" rabbit_job="" rc=0
+    if want pg; then pg_up & pg_job=$!; fi
+    if want rabbitmq; then rabbit_up & rabbit_job=$!; fi
+    if [[ -n "$pg_job" ]]; then wait "$pg_job" || rc=1; fi
+    if [[ -n "$rabbit_job" ]]; then wait "$rabbit_job" || rc=1; fi
     (( rc == 0 )) || die "services did not come up (logs under $OUTBOX_RUN_DIR; 'scripts/services.sh down' stops what did start)"
     log "up in $(( SECONDS - start ))s"
     outbox_print_env
@@ -483,11 +485,10 @@ cmd_down() {
         return 0
     fi
     take_lock
-    local rc=0
-    pg_down &
-    local pg_job=$!
-    rabbit_down || rc=1
-    wait "$pg_job" || rc=1
+    local rc=0 pg_job=""
+    if want pg; then pg_down & pg_job=$!; fi
+    if want rabbitmq; then rabbit_down || rc=1; fi
+    if [[ -n "$pg_job" ]]; then wait "$pg_job" || rc=1; fi
     kill_leftovers
     local left
     left="$(outbox_our_pids)"
@@ -510,7 +511,9 @@ cmd_down() {
 cmd_status() {
     local rc=0 pid
     pid="$(pg_pid)"
-    if pg_pid_is_ours "$pid" && pg_ready; then
+    if ! want pg; then
+        :
+    elif pg_pid_is_ours "$pid" && pg_ready; then
         printf 'postgresql: up    pid %-7s %s\n' "$pid" "$OUTBOX_LOCAL_PG_URL"
     elif pg_pid_is_ours "$pid"; then
         printf 'postgresql: STARTING/BROKEN pid %s (not accepting connections; log %s)\n' "$pid" "$OUTBOX_PG_LOG"; rc=3
@@ -518,7 +521,9 @@ cmd_status() {
         printf 'postgresql: down\n'; rc=3
     fi
     pid="$(rabbit_pid)"
-    if outbox_pid_is_ours "$pid" && rabbit_ready; then
+    if ! want rabbitmq; then
+        :
+    elif outbox_pid_is_ours "$pid" && rabbit_ready; then
         printf 'rabbitmq:   up    pid %-7s %s (node %s)\n' "$pid" "$OUTBOX_LOCAL_AMQP_URL" "$OUTBOX_RABBIT_NODENAME"
     elif outbox_pid_is_ours "$pid"; then
         printf 'rabbitmq:   STARTING/BROKEN pid %s (no AMQP handshake; logs %s)\n' "$pid" "$OUTBOX_RABBIT_LOG_DIR"; rc=3

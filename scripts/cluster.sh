@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Throwaway local clusters for cluster tests and faults (the single-node scripts/services.sh stays the
+# default for the demo and most tests):
+#   - a 3-node RabbitMQ cluster (nodes outbox-c1..3@localhost joined into one; quorum queues replicate
+#     on all three; rabbitmq_consistent_hash_exchange enabled);
+#   - a PostgreSQL primary with a streaming standby, replication synchronous (a COMMIT that returned
+#     is on the standby).
+# Each node is one scripts/services.sh instance with a run directory and ports of its own.
+#
+# Usage: scripts/cluster.sh COMMAND
+#   up                   start everything (idempotent), join the nodes, wait until the standby is
+#                        synchronous; prints the env
+#   down [--purge]       stop everything (--purge: delete the cluster's data too)
+#   status               each node, the cluster's members, the PostgreSQL roles and sync state
+#   env                  export OUTBOX_CLUSTER_AMQP_URL (the 3 nodes, a list) and OUTBOX_CLUSTER_PG_URL
+#                        (both servers, target_session_attrs=read-write)
+#   kill-node N          kill -9 RabbitMQ node N (1-3);  start-node N  starts it again (it rejoins)
+#   kill-primary         kill -9 the PostgreSQL primary's postmaster
+#   promote              promote the standby (pg_ctl promote); it runs alone, asynchronously, until
+#   rebuild-standby      turns the old primary into the new standby (pg_basebackup) and makes
+#                        replication synchronous again
+#   rabbitmqctl N ARGS   rabbitmqctl for node N;  psql a|b ARGS  psql on server a or b
+# Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 57000): epmd base+1; RabbitMQ node N AMQP
+# base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
+# $OUTBOX_CLUSTER_DIR (default .run/cluster).
+set -euo pipefail
+here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+# shellcheck source=scripts/lib.sh
+source "$here/lib.sh"
+
+base=${OUTBOX_CLUSTER_BASE_PORT:-57000}
+cdir=${OUTBOX_CLUSTER_DIR:-$OUTBOX_RUN_DIR/cluster}
+user=${OUTBOX_RABBIT_USER:-outbox}
+password=${OUTBOX_RABBIT_PASSWORD:-outbox}
+pg_user=${OUTBOX_PG_USER:-outbox}
+pg_password=${OUTBOX_PG_PASSWORD:-outbox}
+host=${OUTBOX_SERVICES_HOST:-127.0.0.1}
+log() { outbox_log "$@"; }
+die() { outbox_die "$@"; }
+
+amqp_port() { echo $((base + 10 * $1)); }
+pg_port() { if [[ $1 == a ]]; then echo $((base + 40)); else echo $((base + 41)); fi; }
+other() { if [[ $1 == a ]]; then echo b; else echo a; fi; }
+primary() { cat "$cdir/pg-primary" 2>/dev/null || echo a; }
+
+# scripts/services.sh for RabbitMQ node N (1-3).
+rabbit_node() {
+    local n=$1
+    shift
+    local p
+    p=$(amqp_port "$n")
+    OUTBOX_SERVICES=rabbitmq OUTBOX_RUN_DIR="$cdir/rabbit$n" OUTBOX_AMQP_PORT=$p OUTBOX_AMQPS_PORT=$((p + 1)) \
+        OUTBOX_RABBIT_DIST_PORT=$((p + 2)) OUTBOX_RABBIT_CTL_PORT_MIN=$((p + 3)) \
+        OUTBOX_RABBIT_CTL_PORT_MAX=$((p + 8)) OUTBOX_EPMD_PORT=$((base + 1)) \
+        OUTBOX_RABBIT_NODENAME="outbox-c$n@localhost" OUTBOX_RABBIT_PLUGINS=rabbitmq_consistent_hash_exchange \
+        "$here/services.sh" "$@"
+}
+
+# scripts/services.sh for PostgreSQL server a or b.
+pg_node() {
+    local s=$1
+    shift
+    OUTBOX_SERVICES=pg OUTBOX_RUN_DIR="$cdir/pg-$s" OUTBOX_PG_PORT=$(pg_port "$s") "$here/services.sh" "$@"
+}
+
+pg_sql() { # server SQL: as the superuser postgres over TCP
+    "$(outbox_pg_bindir)/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$host" -p "$(pg_port "$1")" -U postgres -d postgres -c "$2"
+}
+
+as_pg() { if ((EUID == 0)); then runuser -u "${OUTBOX_PG_OS_USER:-postgres}" -- "$@"; else "$@"; fi; }
+
+prepare_rabbit_dirs() {
+    # One Erlang cookie for the three nodes (and their CLI calls); partition handling for a cut-off node.
+    mkdir -p "$cdir"
+    if [[ ! -s "$cdir/erlang.cookie" ]]; then
+        (umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F >"$cdir/erlang.cookie")
+    fi
+    local n home
+    for n in 1 2 3; do
+        home="$cdir/rabbit$n/rabbitmq/home"
+        mkdir -p "$home" "$cdir/rabbit$n/rabbitmq/conf.d"
+        chmod 0700 "$home"
+        if ! cmp -s "$cdir/erlang.cookie" "$home/.erlang.cookie"; then
+            rm -f "$home/.erlang.cookie"
+            install -m 0400 "$cdir/erlang.cookie" "$home/.erlang.cookie"
+        fi
+        printf 'cluster_partition_handling = pause_minority\n' >"$cdir/rabbit$n/rabbitmq/conf.d/20-cluster.conf"
+    done
+}
+
+join_nodes() {
+    local n
+    for n in 2 3; do
+        if rabbit_node "$n" rabbitmqctl -q cluster_status 2>/dev/null | grep -q "outbox-c1@localhost"; then
+            continue
+        fi
+        log "rabbitmq: joining outbox-c$n@localhost to outbox-c1@localhost"
+        rabbit_node "$n" rabbitmqctl -q stop_app >/dev/null
+        rabbit_node "$n" rabbitmqctl -q reset >/dev/null
+        rabbit_node "$n" rabbitmqctl -q join_cluster outbox-c1@localhost >/dev/null
+        rabbit_node "$n" rabbitmqctl -q start_app >/dev/null
+    done
+    rabbit_node 1 rabbitmqctl -q await_online_nodes 3 --timeout 60 >/dev/null \
+        || die "rabbitmq: the cluster does not have 3 running nodes"
+}
+
+# The standby of server s: a base backup of the primary, streaming from it (recovery settings by -R).
+make_standby() {
+    local s=$1 p
+    p=$(other "$s")
+    local data="$cdir/pg-$s/pg/data"
+    log "pg: $s becomes the standby of $p (pg_basebackup)"
+    pg_node "$s" down >/dev/null 2>&1 || true
+    mkdir -p "$cdir/pg-$s/pg"
+    if ((EUID == 0)); then chown -R "${OUTBOX_PG_OS_USER:-postgres}:" "$cdir/pg-$s"; fi
+    as_pg rm -rf "$data"
+    as_pg "$(outbox_pg_bindir)/pg_basebackup" -h "$host" -p "$(pg_port "$p")" -U postgres -D "$data" -R \
+        -X stream -c fast -d "application_name=outbox_standby_$s" >"$cdir/basebackup-$s.log" 2>&1 \
+        || { tail -20 "$cdir/basebackup-$s.log" >&2; die "pg: pg_basebackup from $p failed"; }
+    pg_node "$s" up >/dev/null
+}
+
+make_synchronous() { # the primary waits for its standby at every COMMIT
+    local p
+    p=$(primary)
+    pg_sql "$p" "ALTER SYSTEM SET synchronous_standby_names = '*'" >/dev/null
+    pg_sql "$p" "SELECT pg_reload_conf()" >/dev/null
+    local t=0
+    until [[ "$(pg_sql "$p" "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" == 1 ]]; do
+        ((t++ < 120)) || die "pg: the standby of $p did not become synchronous within 60 s"
+        sleep 0.5
+    done
+    log "pg: $p is the primary, $(other "$p") its synchronous standby"
+}
+
+cmd_up() {
+    local start=$SECONDS
+    prepare_rabbit_dirs
+    local pids=() n rc=0
+    for n in 1 2 3; do
+        rabbit_node "$n" up >"$cdir/up-rabbit$n.log" 2>&1 &
+        pids+=($!)
+    done
+    local p
+    p=$(primary)
+    pg_node "$p" up >"$cdir/up-pg-$p.log" 2>&1 || { cat "$cdir/up-pg-$p.log" >&2; die "pg: $p did not start"; }
+    for n in 0 1 2; do wait "${pids[$n]}" || { cat "$cdir/up-rabbit$((n + 1)).log" >&2; rc=1; }; done
+    ((rc == 0)) || die "rabbitmq: a node did not start"
+    join_nodes
+    local s
+    s=$(other "$p")
+    if [[ -f "$cdir/pg-$s/pg/data/standby.signal" ]]; then
+        pg_node "$s" up >/dev/null
+    else
+        make_standby "$s"
+    fi
+    make_synchronous
+    log "cluster up in $((SECONDS - start)) s"
+    cmd_env
+}
+
+cmd_down() {
+    local n s
+    for n in 3 2 1; do rabbit_node "$n" down "$@" >/dev/null 2>&1 || log "rabbitmq node $n: down reported errors"; done
+    for s in a b; do pg_node "$s" down "$@" >/dev/null 2>&1 || log "pg $s: down reported errors"; done
+    if [[ "${1:-}" == --purge ]]; then rm -rf -- "$cdir"; fi
+    log "cluster down"
+}
+
+cmd_env() {
+    local urls="" n
+    for n in 1 2 3; do urls+="${urls:+,}amqp://$user:$password@$host:$(amqp_port "$n")/%2f"; done
+    printf "export OUTBOX_CLUSTER_AMQP_URL='%s'\n" "$urls"
+    printf "export OUTBOX_CLUSTER_PG_URL='postgresql://%s:%s@%s:%s,%s:%s/outbox?target_session_attrs=read-write'\n" \
+        "$pg_user" "$pg_password" "$host" "$(pg_port a)" "$host" "$(pg_port b)"
+}
+
+cmd_status() {
+    local n s rc=0
+    for n in 1 2 3; do
+        printf 'rabbitmq node %s (port %s): ' "$n" "$(amqp_port "$n")"
+        if outbox_amqp_handshake "$host" "$(amqp_port "$n")"; then echo up; else echo down; rc=3; fi
+    done
+    rabbit_node 1 rabbitmqctl -q cluster_status 2>/dev/null | sed -n '/Running Nodes/,/^$/p' || true
+    for s in a b; do
+        printf 'postgresql %s (port %s): ' "$s" "$(pg_port "$s")"
+        if r=$(pg_sql "$s" "SELECT CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END" 2>/dev/null); then
+            echo "$r"
+        else
+            echo down
+            rc=3
+        fi
+    done
+    pg_sql "$(primary)" "SELECT application_name, state, sync_state FROM pg_stat_replication" 2>/dev/null || true
+    return "$rc"
+}
+
+node_pid() { head -n 1 "$cdir/rabbit$1/rabbitmq/rabbitmq.pid" 2>/dev/null; }
+
+cmd_kill_node() {
+    local n=${1:?node number 1-3} pid
+    pid=$(node_pid "$n")
+    [[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null && log "rabbitmq: killed node $n (pid $pid)" || log "rabbitmq: node $n was not running"
+}
+
+cmd_kill_primary() {
+    local p pid
+    p=$(primary)
+    pid=$(head -n 1 "$cdir/pg-$p/pg/data/postmaster.pid" 2>/dev/null || true)
+    [[ -n "$pid" ]] || die "pg: primary $p is not running"
+    kill -KILL "$pid"
+    log "pg: killed the primary $p (postmaster $pid)"
+}
+
+cmd_promote() {
+    local p s
+    p=$(primary)
+    s=$(other "$p")
+    as_pg "$(outbox_pg_bindir)/pg_ctl" -D "$cdir/pg-$s/pg/data" -w -t 60 promote >/dev/null
+    echo "$s" >"$cdir/pg-primary"
+    # Alone until rebuild-standby: a synchronous setting inherited from the old primary would block every COMMIT.
+    pg_sql "$s" "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
+    pg_sql "$s" "SELECT pg_reload_conf()" >/dev/null
+    log "pg: $s promoted; it is the primary now (alone until rebuild-standby)"
+}
+
+cmd_rebuild_standby() {
+    local p
+    p=$(primary)
+    make_standby "$(other "$p")"
+    make_synchronous
+}
+
+main() {
+    local cmd=${1:-}
+    (($#)) && shift
+    case "$cmd" in
+        up) cmd_up ;;
+        down) cmd_down "$@" ;;
+        status) cmd_status ;;
+        env) cmd_env ;;
+        kill-node) cmd_kill_node "$@" ;;
+        start-node) prepare_rabbit_dirs; rabbit_node "${1:?node number 1-3}" up >/dev/null ;;
+        kill-primary) cmd_kill_primary ;;
+        promote) cmd_promote ;;
+        rebuild-standby) cmd_rebuild_standby ;;
+        rabbitmqctl) local n=${1:?node number}; shift; rabbit_node "$n" rabbitmqctl "$@" ;;
+        psql) local s=${1:?a or b}; shift; pg_node "$s" psql "$@" ;;
+        -h | --help | help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' ;;
+        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    esac
+}
+
+main "$@"
