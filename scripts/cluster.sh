@@ -20,7 +20,8 @@
 #   rebuild-standby      turns the old primary into the new standby (pg_basebackup) and makes
 #                        replication synchronous again
 #   rabbitmqctl N ARGS   rabbitmqctl for node N;  psql a|b ARGS  psql on server a or b
-# Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 57000): epmd base+1; RabbitMQ node N AMQP
+# Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 27000: below the
+# kernel's ephemeral range, so an outgoing connection never holds one): epmd base+1; RabbitMQ node N AMQP
 # base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
 # $OUTBOX_CLUSTER_DIR (default .run/cluster).
 set -euo pipefail
@@ -28,7 +29,7 @@ here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=scripts/lib.sh
 source "$here/lib.sh"
 
-base=${OUTBOX_CLUSTER_BASE_PORT:-57000}
+base=${OUTBOX_CLUSTER_BASE_PORT:-27000}
 cdir=${OUTBOX_CLUSTER_DIR:-$OUTBOX_RUN_DIR/cluster}
 user=${OUTBOX_RABBIT_USER:-outbox}
 password=${OUTBOX_RABBIT_PASSWORD:-outbox}
@@ -53,6 +54,7 @@ rabbit_node() {
         OUTBOX_RABBIT_DIST_PORT=$((p + 2)) OUTBOX_RABBIT_CTL_PORT_MIN=$((p + 3)) \
         OUTBOX_RABBIT_CTL_PORT_MAX=$((p + 8)) OUTBOX_EPMD_PORT=$((base + 1)) \
         OUTBOX_RABBIT_NODENAME="outbox-c$n@localhost" OUTBOX_RABBIT_PLUGINS=rabbitmq_consistent_hash_exchange \
+        OUTBOX_EPMD_SHARED=1 \
         "$here/services.sh" "$@"
 }
 
@@ -141,17 +143,21 @@ cmd_up() {
         rabbit_node "$n" up >"$cdir/up-rabbit$n.log" 2>&1 &
         pids+=($!)
     done
-    local p
+    local p s
     p=$(primary)
+    s=$(other "$p")
+    # A synchronous primary waits at every write for its standby: start an existing standby first
+    # (it retries streaming until the primary is up), and a primary without one runs asynchronously.
+    if [[ -f "$cdir/pg-$s/pg/data/standby.signal" ]]; then
+        pg_node "$s" up >"$cdir/up-pg-$s.log" 2>&1 || { cat "$cdir/up-pg-$s.log" >&2; die "pg: standby $s did not start"; }
+    elif [[ -f "$cdir/pg-$p/pg/data/postgresql.auto.conf" ]]; then
+        as_pg sed -i '/^synchronous_standby_names/d' "$cdir/pg-$p/pg/data/postgresql.auto.conf"
+    fi
     pg_node "$p" up >"$cdir/up-pg-$p.log" 2>&1 || { cat "$cdir/up-pg-$p.log" >&2; die "pg: $p did not start"; }
     for n in 0 1 2; do wait "${pids[$n]}" || { cat "$cdir/up-rabbit$((n + 1)).log" >&2; rc=1; }; done
     ((rc == 0)) || die "rabbitmq: a node did not start"
     join_nodes
-    local s
-    s=$(other "$p")
-    if [[ -f "$cdir/pg-$s/pg/data/standby.signal" ]]; then
-        pg_node "$s" up >/dev/null
-    else
+    if [[ ! -f "$cdir/pg-$s/pg/data/standby.signal" ]]; then
         make_standby "$s"
     fi
     make_synchronous
@@ -181,7 +187,12 @@ cmd_status() {
         printf 'rabbitmq node %s (port %s): ' "$n" "$(amqp_port "$n")"
         if outbox_amqp_handshake "$host" "$(amqp_port "$n")"; then echo up; else echo down; rc=3; fi
     done
-    rabbit_node 1 rabbitmqctl -q cluster_status 2>/dev/null | sed -n '/Running Nodes/,/^$/p' || true
+    local running=""
+    for n in 1 2 3; do
+        running=$(rabbit_node "$n" rabbitmqctl -q cluster_status --formatter json 2>/dev/null |
+            python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["running_nodes"])))' 2>/dev/null) && break
+    done
+    echo "rabbitmq running nodes: ${running:-none reachable}"
     for s in a b; do
         printf 'postgresql %s (port %s): ' "$s" "$(pg_port "$s")"
         if r=$(pg_sql "$s" "SELECT CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END" 2>/dev/null); then

@@ -456,7 +456,8 @@ cmd_up() {
         check_port_free "$OUTBOX_AMQP_PORT" "RabbitMQ AMQP"
         check_port_free "$OUTBOX_AMQPS_PORT" "RabbitMQ AMQPS"
         check_port_free "$OUTBOX_RABBIT_DIST_PORT" "RabbitMQ distribution"
-        check_port_free "$OUTBOX_EPMD_PORT" "epmd"
+        # The nodes of scripts/cluster.sh share one epmd, started by whichever node came first.
+        [[ -n "${OUTBOX_EPMD_SHARED:-}" ]] || check_port_free "$OUTBOX_EPMD_PORT" "epmd"
     fi
     # New certificates only when a service starts (a running one keeps serving the old ones).
     if { want pg && ! pg_running; } || { want rabbitmq && ! rabbit_running; }; then
