@@ -4,6 +4,7 @@
 // Some tests put a small TCP relay of their own between the client and the broker, to play a broker
 // that stops reading (resource alarm) or goes silent (SIGSTOP, dead peer) without touching the shared one.
 #include "amqp.hpp"
+#include "closed_port.hpp"
 #include "error.hpp"
 #include "test_env.hpp"
 
@@ -320,24 +321,17 @@ TEST(AmqpConnection, UnknownVhostIsAConnectionError) {
 }
 
 TEST(AmqpConnection, NothingListeningIsAConnectionError) {
-    // Bind a port and never listen on it: connecting to it is refused at once.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    const outbox_test::ClosedPort closed;
+    ASSERT_GT(closed.port, 0);
     const auto t0 = Clock::now();
     try {
-        amqp::Connection c(opts("amqp://u:secret-pw@127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/%2f"));
+        amqp::Connection c(opts(closed.amqp_url("secret-pw")));
         ADD_FAILURE() << "connected to a closed port";
     } catch (const Error &e) {
         EXPECT_EQ(e.code(), Errc::connection) << e.what();
         EXPECT_EQ(std::string(e.what()).find("secret-pw"), std::string::npos) << e.what();
     }
     EXPECT_LT(ms_since(t0), 3000);
-    ::close(fd);
 }
 
 TEST(AmqpConnection, MalformedUrlIsAnInvalidArgumentThatDoesNotShowThePassword) {
@@ -820,55 +814,29 @@ TEST(AmqpConnection, MovesOwnership) {
     EXPECT_EQ(d.wait(0), std::nullopt);
 }
 
-namespace {
-
-// A loopback port bound and never listened on: connecting to it is refused at once.
-struct ClosedPort {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    int port = 0;
-    ClosedPort() {
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0) {
-            socklen_t len = sizeof a;
-            ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-            port = ntohs(a.sin_port);
-        }
-    }
-    ~ClosedPort() { ::close(fd); }
-    ClosedPort(const ClosedPort &) = delete;
-    ClosedPort &operator=(const ClosedPort &) = delete;
-    [[nodiscard]] std::string url(const std::string &password) const {
-        return "amqp://u:" + password + "@127.0.0.1:" + std::to_string(port) + "/%2f";
-    }
-};
-
-} // namespace
-
 TEST(AmqpConnection, AListOfAddressesReachesTheFirstNodeThatAnswers) {
-    ClosedPort dead;
+    outbox_test::ClosedPort dead;
     ASSERT_GT(dead.port, 0);
     const UrlParts p = parts_of(outbox_test::amqp_url());
-    amqp::Connection c(opts(dead.url("pw-of-a-dead-node") + " , " + outbox_test::amqp_url()));
+    amqp::Connection c(opts(dead.amqp_url("pw-of-a-dead-node") + " , " + outbox_test::amqp_url()));
     EXPECT_TRUE(c.alive());
     EXPECT_EQ(c.address_index(), 1U);
     EXPECT_EQ(c.node(), p.host + ":" + std::to_string(p.port));
     EXPECT_EQ(c.redacted_url(), amqp::redact_url(outbox_test::amqp_url()));
 
     // Told to start at the second address, it goes there first; past the end it wraps around.
-    auto o = opts(outbox_test::amqp_url() + "," + dead.url("x"));
+    auto o = opts(outbox_test::amqp_url() + "," + dead.amqp_url("x"));
     o.first = 2;
     amqp::Connection wrapped(o);
     EXPECT_EQ(wrapped.address_index(), 0U);
 }
 
 TEST(AmqpConnection, NoNodeOfAListReachableIsAConnectionErrorNamingEachWithoutPasswords) {
-    ClosedPort a, b;
+    outbox_test::ClosedPort a, b;
     ASSERT_GT(a.port, 0);
     ASSERT_GT(b.port, 0);
     try {
-        amqp::Connection c(opts(a.url("first-secret-pw") + "," + b.url("second-secret-pw")));
+        amqp::Connection c(opts(a.amqp_url("first-secret-pw") + "," + b.amqp_url("second-secret-pw")));
         ADD_FAILURE() << "connected to closed ports";
     } catch (const Error &e) {
         const std::string m = e.what();

@@ -1,10 +1,6 @@
 // The relay against real PostgreSQL and RabbitMQ: exact delivery, unroutable and nacked messages.
+#include "closed_port.hpp"
 #include "relay_fixture.hpp"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -130,15 +126,9 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
 }
 
 TEST_F(RelayTest, ABrokerListWithADeadNodeFirstPublishesThroughTheNextAndSaysWhichNode) {
-    // A loopback port bound and never listened on stands for a dead node of the cluster.
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    const std::string dead = "amqp://u:dead-node-pw@127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/%2f";
+    const outbox_test::ClosedPort down_node; // a dead node of the cluster
+    ASSERT_GT(down_node.port, 0);
+    const std::string dead = down_node.amqp_url("dead-node-pw");
     cfg.amqp_url = dead + "," + outbox_test::amqp_url();
     Collector queue(cfg.exchange);
     write_events(6, 3);
@@ -155,7 +145,6 @@ TEST_F(RelayTest, ABrokerListWithADeadNodeFirstPublishesThroughTheNextAndSaysWhi
         EXPECT_EQ(l.find("dead-node-pw"), std::string::npos) << l;
     }
     EXPECT_TRUE(said) << "no log line names the node";
-    ::close(fd);
 }
 
 TEST_F(RelayTest, UnroutableMayBeAcceptedWhenConfigured) {
