@@ -20,6 +20,30 @@ struct HandlerFailed {
     std::string reason;
 };
 
+// Declares one of the consumer's own queues. A queue that already exists with other arguments (a
+// classic queue from before quorum queues were the default, another delivery limit...) cannot be
+// changed in place, and retrying would fail forever: that is a configuration error, said once with
+// what to do, not a broker hiccup to retry.
+void declare_own_queue(amqp::Connection &conn, const std::string &queue, const std::string &type,
+                       const amqp::Table &args) {
+    try {
+        conn.declare_queue(queue, true, false, false, args);
+    } catch (const Error &e) {
+        const std::string what = e.what();
+        if (e.code() != Errc::broker || what.find(" 406 ") == std::string::npos ||
+            what.find("inequivalent arg") == std::string::npos) {
+            throw;
+        }
+        fail(Errc::invalid_argument,
+             "queue " + queue +
+                 " already exists with other arguments than this consumer declares (consumer.queue_type=" + type +
+                 "; a classic queue left from before, say): " + what +
+                 ". A queue's type and arguments cannot change in place: move its messages and delete it (it is "
+                 "then declared anew), or name another queue with consumer.queue, or set consumer.queue_type to "
+                 "the existing queue's type");
+    }
+}
+
 } // namespace
 
 Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(std::move(name)) {
@@ -61,7 +85,7 @@ void Consumer::connect() {
         conn->declare_exchange(cfg_.exchange, cfg_.exchange_type, true, false);
     }
     conn->declare_exchange(dlx_, "fanout", true, false);
-    conn->declare_queue(dlq_, true, false, false, {{"x-queue-type", cfg_.consumer_queue_type}});
+    declare_own_queue(*conn, dlq_, cfg_.consumer_queue_type, {{"x-queue-type", cfg_.consumer_queue_type}});
     conn->bind_queue(dlq_, dlx_, "");
     amqp::Table args{{"x-queue-type", cfg_.consumer_queue_type}, {"x-dead-letter-exchange", dlx_}};
     if (quorum) {
@@ -69,7 +93,7 @@ void Consumer::connect() {
         // runtime itself dead-letters at the limit with the handler's error as the reason.
         args.emplace_back("x-delivery-limit", int64_t{cfg_.consumer_delivery_limit});
     }
-    conn->declare_queue(queue_, true, false, false, args);
+    declare_own_queue(*conn, queue_, cfg_.consumer_queue_type, args);
     conn->bind_queue(queue_, cfg_.exchange, "");
     conn->qos(static_cast<uint16_t>(cfg_.consumer_prefetch));
     conn->confirm_select(); // dead-letter publishes are confirmed before the original is acked

@@ -28,6 +28,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -1177,6 +1178,46 @@ TEST_F(ConsumerTest, DatabaseLostInsideTheHandlerIsNotAHandlerFailure) {
                       << header_string(m.props, "x-outbox-dead-reason");
     }
     EXPECT_GE(calls.load(), 2);
+}
+
+// A classic queue left from before (quorum is the default) cannot become a quorum queue in place:
+// the consumer says so once, with what to do, instead of retrying a broker error forever.
+TEST_F(ConsumerTest, AQueueOfAnotherTypeIsAClearErrorNotAnEndlessRetry) {
+    const std::string name = "it-qtype-" + suffix;
+    Topology topo;
+    topo.consumer(name);
+    {
+        amqp::Connection admin(Collector::options());
+        admin.declare_queue(name, true, false, false, {{"x-queue-type", std::string("classic")}});
+    }
+    outbox::Consumer consumer(cfg, name);
+    std::mutex mu;
+    std::vector<std::string> log;
+    consumer.set_logger([&](int, const std::string &m) {
+        std::lock_guard<std::mutex> lock(mu);
+        log.push_back(m);
+    });
+    std::atomic<bool> returned{false};
+    std::optional<outbox::Error> error;
+    std::thread t([&] {
+        try {
+            consumer.run(nullptr, [](outbox::pg::Conn &, const outbox::Delivery &) {});
+        } catch (const outbox::Error &e) {
+            error = e;
+        }
+        returned = true;
+    });
+    const bool stopped_by_itself = eventually([&] { return returned.load(); }, 10s);
+    consumer.stop();
+    t.join();
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_TRUE(stopped_by_itself) << "the consumer kept retrying; log:" << join_lines(log);
+    ASSERT_TRUE(error.has_value()) << "run() returned without an error";
+    EXPECT_EQ(error->code(), outbox::Errc::invalid_argument) << error->what();
+    const std::string what = error->what();
+    EXPECT_NE(what.find("queue " + name + " already exists"), std::string::npos) << what;
+    EXPECT_NE(what.find("consumer.queue_type=quorum"), std::string::npos) << what;
+    EXPECT_NE(what.find("classic"), std::string::npos) << what;
 }
 
 // BUG: dead_letter() publishes without `mandatory`, so when <queue>.dead is gone (deleted by an
