@@ -75,7 +75,11 @@ function fromPg(err, context) {
   else if (err && NETWORK_ERRNOS.has(err.code)) code = 'CONNECTION';
   else if (/not queryable|Connection terminated|connection is closed|Client was closed|ended/i.test(msg)) code = 'CONNECTION';
   else code = 'DATABASE';
-  return outboxError(code, `${prefix}${msg}${sqlstate ? ` (SQLSTATE ${sqlstate})` : ''}`, err);
+  // node-postgres rejects a failed query before it reads the server's ReadyForQuery, so a caller
+  // can reach write() with its transaction aborted but the client still saying 'T': the server's
+  // 25P02 then says the same as write()'s own check.
+  const hint = sqlstate === '25P02' ? "; the caller's transaction is aborted: roll it back first" : '';
+  return outboxError(code, `${prefix}${msg}${sqlstate ? ` (SQLSTATE ${sqlstate})` : ''}${hint}`, err);
 }
 
 module.exports = { OutboxError, STATUS, outboxError, typeError, fromPg, codeForSqlstate };
