@@ -2,7 +2,8 @@
 // Relay and consumer round trips: effects happen exactly once on at-least-once delivery.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { env, event, pgClient, PG_URL, outbox } = require('./helpers');
+const net = require('node:net');
+const { env, event, pgClient, AMQP_URL, PG_URL, outbox } = require('./helpers');
 
 async function until(what, fn, ms = 20000) {
   const deadline = Date.now() + ms;
@@ -182,4 +183,36 @@ test('relay: step() then settle() reports every mark once and releases the batch
   assert.equal(settled.claimed, 0);
   assert.equal(published + settled.published, claimed);
   assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox WHERE status = 'PUBLISHED'`), claimed);
+});
+
+test('a broker list in amqp.url: past a dead first node to a live one, saying which node', async (t) => {
+  // A port that was just free: nothing listens there, so connecting is refused (a node that is down).
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  const dead = server.address().port;
+  await new Promise((r) => server.close(r));
+  const e = await env(t, { 'amqp.url': `amqp://outbox:outbox@127.0.0.1:${dead}/%2f,${AMQP_URL}` });
+  const live = new URL(AMQP_URL.replace(/^amqp/, 'http'));
+  const logs = [];
+  const name = e.consumerName('list');
+  const consumer = e.outbox.consumer(name, { logger: (level, msg) => logs.push(`consumer ${msg}`) });
+  t.after(() => consumer.close());
+  await consumer.connect();
+  const relay = e.outbox.relay({ logger: (level, msg) => logs.push(`relay ${msg}`) });
+  t.after(() => relay.close());
+  const client = await pgClient();
+  t.after(() => client.end());
+  await client.query('BEGIN');
+  for (let i = 0; i < 3; i++) await e.outbox.write(client, event({ aggregateId: `list${i}` }));
+  await client.query('COMMIT');
+  assert.equal((await e.drain(relay)).published, 3);
+  const seen = [];
+  const done = consumer.consume(async (m) => { seen.push(m.aggregateId); }, { client });
+  await until('3 events consumed', () => seen.length === 3);
+  consumer.stop();
+  await done;
+  assert.deepEqual(seen.sort(), ['list0', 'list1', 'list2']);
+  const node = `connected to RabbitMQ node ${live.hostname}:${live.port}`;
+  assert.ok(logs.some((l) => l.startsWith('relay') && l.includes(node)), logs.join('\n'));
+  assert.ok(logs.some((l) => l.startsWith('consumer') && l.includes(node)), logs.join('\n'));
 });

@@ -9,7 +9,7 @@ import pika
 import psycopg
 import psycopg2
 import pytest
-from conftest import PG_URL, event, eventually, later
+from conftest import AMQP_URL, PG_URL, event, eventually, later
 
 import outbox
 
@@ -241,6 +241,32 @@ def test_relay_log_goes_to_python_logging(cfg, caplog):
     assert any("connected to PostgreSQL" in m and level == logging.INFO for level, m in lines)
     assert all("outbox:outbox@" not in m for _, m in lines), "no password in logs"
     assert any("connected to RabbitMQ" in r.getMessage() for r in caplog.records)
+
+
+def test_a_broker_list_goes_past_a_dead_node_to_a_live_one(admin, schema, cfg, consumer_name, caplog):
+    """A cluster's nodes as a list in amqp.url: the first is down; relay and consumer carry on
+    through the next and say which node they are on."""
+    import logging
+    import socket
+    from urllib.parse import urlsplit
+
+    caplog.set_level(logging.INFO, logger="outbox")
+    with socket.socket() as dead:  # bound, never listening: a connection to it is refused
+        dead.bind(("127.0.0.1", 0))
+        live = urlsplit(AMQP_URL)
+        cfg["amqp.url"] = f"amqp://outbox:outbox@127.0.0.1:{dead.getsockname()[1]}/%2f,{AMQP_URL}"
+        consumer = outbox.Consumer(consumer_name, cfg)
+        consumer.connect()
+        ids = write_events(cfg, 3)
+        with outbox.Relay(cfg) as relay:
+            assert relay.drain().published == 3
+        seen = []
+        with consumer, psycopg.connect(PG_URL) as conn:
+            assert consumer.run(lambda m, c: seen.append(m.id), conn, limit=3, idle_timeout=10) == 3
+    assert sorted(seen) == sorted(ids)
+    node = f"connected to RabbitMQ node {live.hostname}:{live.port}"
+    said = [r.name for r in caplog.records if node in r.getMessage()]
+    assert "outbox.relay" in said and "outbox.consumer" in said, said
 
 
 def test_relay_needs_urls(monkeypatch):
