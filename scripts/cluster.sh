@@ -15,6 +15,8 @@
 #   env                  export OUTBOX_CLUSTER_AMQP_URL (the 3 nodes, a list) and OUTBOX_CLUSTER_PG_URL
 #                        (both servers, target_session_attrs=read-write)
 #   kill-node N          kill -9 RabbitMQ node N (1-3);  start-node N  starts it again (it rejoins)
+#   cut-node N           cut RabbitMQ node N off the other two (nftables: their Erlang distribution
+#                        traffic is dropped; clients still reach every node); needs root.  heal  undoes it
 #   kill-primary         kill -9 the PostgreSQL primary's postmaster
 #   promote              promote the standby (pg_ctl promote); it runs alone, asynchronously, until
 #   rebuild-standby      turns the old primary into the new standby (pg_basebackup) and makes
@@ -23,7 +25,9 @@
 # Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 27000: below the
 # kernel's ephemeral range, so an outgoing connection never holds one): epmd base+1; RabbitMQ node N AMQP
 # base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
-# $OUTBOX_CLUSTER_DIR (default .run/cluster).
+# $OUTBOX_CLUSTER_DIR (default .run/cluster). Node N opens its connections to the other nodes from
+# 127.0.1.N (all of 127/8 is loopback), so a cut can tell them from client and CLI connections; the
+# nodes' net_ticktime is 10 s, so a cut node notices within about 12 s and pauses (pause_minority).
 set -euo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=scripts/lib.sh
@@ -55,6 +59,7 @@ rabbit_node() {
         OUTBOX_RABBIT_CTL_PORT_MAX=$((p + 8)) OUTBOX_EPMD_PORT=$((base + 1)) \
         OUTBOX_RABBIT_NODENAME="outbox-c$n@localhost" OUTBOX_RABBIT_PLUGINS=rabbitmq_consistent_hash_exchange \
         OUTBOX_EPMD_SHARED=1 \
+        OUTBOX_RABBIT_ERL_ARGS="-kernel inet_dist_connect_options [{ip,{127,0,1,$n}}] -kernel net_ticktime 10" \
         "$here/services.sh" "$@"
 }
 
@@ -235,6 +240,38 @@ cmd_promote() {
     log "pg: $s promoted; it is the primary now (alone until rebuild-standby)"
 }
 
+dist_port() { echo $(($(amqp_port "$1") + 2)); }
+
+cmd_cut_node() {
+    local n=${1:?node number 1-3} all
+    [[ $n =~ ^[123]$ ]] || die "cut-node: expected a node number 1-3, got '$n'"
+    command -v nft >/dev/null || die "cut-node: nft is not installed (scripts/deps.sh installs nftables)"
+    all="{ $(dist_port 1), $(dist_port 2), $(dist_port 3) }"
+    # Both directions of both kinds of node-to-node connection: the ones node n opened (from its
+    # address 127.0.1.n) and the ones the others opened to its distribution port.
+    nft -f - <<EOF || die "cut-node: nftables refused the rules (root needed)"
+table inet outbox_cluster_cut
+delete table inet outbox_cluster_cut
+table inet outbox_cluster_cut {
+    chain out {
+        type filter hook output priority 0; policy accept;
+        ip saddr 127.0.1.$n tcp dport $all drop
+        ip daddr 127.0.1.$n tcp sport $all drop
+        ip saddr 127.0.1.0/24 tcp dport $(dist_port "$n") drop
+        ip daddr 127.0.1.0/24 tcp sport $(dist_port "$n") drop
+    }
+}
+EOF
+    log "rabbitmq: node $n cut off the other nodes"
+}
+
+cmd_heal() {
+    if nft list table inet outbox_cluster_cut >/dev/null 2>&1; then
+        nft delete table inet outbox_cluster_cut || die "heal: nftables refused to delete the cut"
+        log "rabbitmq: cut healed"
+    fi
+}
+
 cmd_rebuild_standby() {
     local p
     p=$(primary)
@@ -252,13 +289,15 @@ main() {
         env) cmd_env ;;
         kill-node) cmd_kill_node "$@" ;;
         start-node) prepare_rabbit_dirs; rabbit_node "${1:?node number 1-3}" up >/dev/null ;;
+        cut-node) cmd_cut_node "$@" ;;
+        heal) cmd_heal ;;
         kill-primary) cmd_kill_primary ;;
         promote) cmd_promote ;;
         rebuild-standby) cmd_rebuild_standby ;;
         rabbitmqctl) local n=${1:?node number}; shift; rabbit_node "$n" rabbitmqctl "$@" ;;
         psql) local s=${1:?a or b}; shift; pg_node "$s" psql "$@" ;;
-        -h | --help | help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' ;;
-        *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+        -h | --help | help) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' ;;
+        *) sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 }
 

@@ -137,7 +137,9 @@ outbox_rabbit_env() {
     export RABBITMQ_LOG_BASE="$OUTBOX_RABBIT_LOG_DIR"
     export RABBITMQ_PID_FILE="$OUTBOX_RABBIT_PID_FILE"
     # Erlang distribution of the node and of the CLI only on loopback.
-    export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+    # OUTBOX_RABBIT_ERL_ARGS: more VM arguments (scripts/cluster.sh: each node's source address
+    # and tick time, so one node can be cut off the others).
+    export RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}${OUTBOX_RABBIT_ERL_ARGS:+ $OUTBOX_RABBIT_ERL_ARGS}"
     export RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
     unset RABBITMQ_ERLANG_COOKIE NOTIFY_SOCKET RABBITMQ_ENV_LOADED RABBITMQ_SCRIPTS_DIR
 }
