@@ -61,7 +61,8 @@ abi_suite() {
 faults_suite() {
   python3 "$root/tests/faults/selftest.py"
   # The quick subset of the fault-injection suite (tests/faults/README.md) on the release tree just
-  # built: its own PostgreSQL and RabbitMQ, in a network namespace of its own when run as root.
+  # built: its own PostgreSQL and RabbitMQ (and for faults 9 and 12 the clusters of scripts/cluster.sh),
+  # in a network namespace of its own when run as root.
   "$root/tests/faults/run" --quick --build-dir "$root/build/release"
 }
 

@@ -4,7 +4,7 @@
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest), the security
 #      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
 #   3. the installed library: header, pkg-config and CMake package, C example built against it;
-#      the quick subset of the fault-injection suite (tests/faults)
+#      the quick subset of the fault-injection suite (tests/faults), local clusters included
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
 #   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
@@ -39,7 +39,7 @@ suite "C++ (GoogleTest, ASan+UBSan)" 1200 "$suites" cxx_suite
 suite "security: least privilege, TLS, secrets, injection" 300 "$suites" security_suite
 suite "fuzz (brief, libFuzzer)" 300 "$suites" fuzz_suite
 suite "installed library (pkg-config, find_package, C example)" 900 "$suites" installed_suite
-suite "fault injection, quick subset (tests/faults/run --quick)" 600 "$suites" faults_suite
+suite "fault injection, quick subset, clusters included (tests/faults/run --quick)" 900 "$suites" faults_suite
 suite "ABI: doc comments, exported symbols, libabigail baseline" 180 "$suites" abi_suite
 suite "threads under ThreadSanitizer" 900 "$suites" tsan_suite
 suite "C examples under valgrind (memcheck)" 300 "$suites" valgrind_suite
