@@ -136,6 +136,7 @@ struct Options {
     int payload_bytes = 1024;
     int window = 512;
     int batch_size = 500;
+    std::string queue_type = "classic"; // the bench queue: classic, or quorum (replicated on a cluster)
     int writers = 4;
     long writes = 20000;
     int w_slices = 10;     // W: each mode's writes in this many slices, interleaved against drift
@@ -191,6 +192,7 @@ void usage(FILE *to) {
                      "  --payload-bytes N   size of each event's JSON payload in B, D, P, X, S (default 1024)\n"
                      "  --window N          publisher-confirm window, relay and baseline alike (default 512)\n"
                      "  --batch-size N      relay.batch_size (default 500)\n"
+                     "  --queue-type T      the bench queue: classic (default) or quorum (bench/run --cluster)\n"
                      "  --per-aggregate K   events per aggregate in the D backlog, seq 1..K (default 1)\n"
                      "  --sweep-events N    P backlog per point (default 10000)\n"
                      "  --sweep-batches LIST, --sweep-windows LIST   P points (default 100,250,500,1000,2000 and\n"
@@ -217,7 +219,9 @@ void usage(FILE *to) {
                      "  --steps-csv FILE    write every relay step's outbox_relay_stats to FILE\n"
                      "  --keep              keep the schema, exchange and queue afterwards\n"
                      "  --enforce-target    exit 3 when a target is missed\n"
-                     "environment: OUTBOX_PG_URL, OUTBOX_AMQP_URL (default: the scripts/services.sh endpoints)\n");
+                     "environment: OUTBOX_PG_URL, OUTBOX_AMQP_URL (default: the scripts/services.sh endpoints;\n"
+                     "  a list of brokers in OUTBOX_AMQP_URL: the relay gets the list, the baseline its first\n"
+                     "  address, the node the relay connects to first)\n");
 }
 
 long parse_long(const std::string &opt, const char *v, long lo, long hi) {
@@ -299,6 +303,11 @@ Options parse_options(int argc, char **argv) {
             o.payload_bytes = static_cast<int>(parse_long(a, value(), 64, 1 << 20));
         } else if (a == "--w-payload-bytes") {
             o.w_payload_bytes = static_cast<int>(parse_long(a, value(), 64, 1 << 20));
+        } else if (a == "--queue-type") {
+            o.queue_type = value();
+            if (o.queue_type != "classic" && o.queue_type != "quorum") {
+                die("--queue-type: expected classic or quorum, got '" + o.queue_type + "'");
+            }
         } else if (a == "--window") {
             o.window = static_cast<int>(parse_long(a, value(), 1, 65535));
         } else if (a == "--batch-size") {
@@ -522,7 +531,9 @@ std::string str_of(amqp_bytes_t b) {
 // One connection, one channel, plain librabbitmq-c calls: what a service without this library would write.
 class Amqp {
   public:
-    Amqp(const std::string &url, int heartbeat_s) {
+    // A list of brokers (a cluster): the first address, the one the relay tries first.
+    Amqp(const std::string &urls, int heartbeat_s) {
+        const std::string url = urls.substr(0, urls.find(','));
         std::vector<char> buf(url.begin(), url.end());
         buf.push_back('\0');
         amqp_connection_info info{};
@@ -583,11 +594,11 @@ class Amqp {
         amqp_exchange_declare(c_, kChannel, bytes_of(name), amqp_cstring_bytes("fanout"), 0, 1, 0, 0, amqp_empty_table);
         check(amqp_get_rpc_reply(c_), "exchange.declare " + name);
     }
-    void declare_queue(const std::string &name) {
+    void declare_queue(const std::string &name, const std::string &type) {
         amqp_table_entry_t arg{};
         arg.key = amqp_cstring_bytes("x-queue-type");
         arg.value.kind = AMQP_FIELD_KIND_UTF8;
-        arg.value.value.bytes = amqp_cstring_bytes("classic");
+        arg.value.value.bytes = bytes_of(type);
         amqp_table_t args{1, &arg};
         amqp_queue_declare(c_, kChannel, bytes_of(name), 0, 1, 0, 0, args);
         check(amqp_get_rpc_reply(c_), "queue.declare " + name);
@@ -663,7 +674,12 @@ class Amqp {
             g.timestamp = static_cast<int64_t>(p.timestamp);
         }
         if ((p._flags & AMQP_BASIC_HEADERS_FLAG) != 0) {
-            g.headers = p.headers.num_entries;
+            // The publisher's headers; a quorum queue adds its own x-delivery-count.
+            for (int k = 0; k < p.headers.num_entries; ++k) {
+                const amqp_bytes_t &key = p.headers.entries[k].key;
+                const bool broker = key.len >= 2 && std::memcmp(key.bytes, "x-", 2) == 0;
+                g.headers += broker ? 0 : 1;
+            }
         }
         amqp_destroy_message(&msg);
         return g;
@@ -1247,7 +1263,10 @@ void check_sample(Run &run, Amqp &admin, const Generator &g, const std::string &
            got.type == g.event_type(i) && got.app_id == "outbox" && got.content_type == "application/json" &&
                got.delivery_mode == 2 && got.timestamp == g.created_epoch_s(i) && got.headers == 3 &&
                got.routing_key == g.routing_key(i),
-           who + ": properties and routing key as the relay sets them");
+           who + ": properties and routing key as the relay sets them (type " + got.type + ", app_id " + got.app_id +
+               ", content_type " + got.content_type + ", delivery_mode " + std::to_string(got.delivery_mode) +
+               ", timestamp " + std::to_string(got.timestamp) + ", " + std::to_string(got.headers) +
+               " header(s), routing key " + got.routing_key + ")");
     run.body_bytes = static_cast<int>(got.body.size());
 }
 
@@ -1970,9 +1989,9 @@ void print_table(const Run &run, const Options &o, const std::string &pg_version
                     r.rate(), r.ratio.empty() ? "" : r.ratio.c_str(), r.target.c_str());
     }
     std::printf("\n");
-    std::printf("- message: %d-byte payload, %d-byte body, persistent, mandatory, routed to one durable classic "
+    std::printf("- message: %d-byte payload, %d-byte body, persistent, mandatory, routed to one durable %s "
                 "queue; exchange %s\n",
-                o.payload_bytes, run.body_bytes, run.exchange.c_str());
+                o.payload_bytes, run.body_bytes, o.queue_type.c_str(), run.exchange.c_str());
     std::printf("- peak RSS of the bench process: %.1f MiB\n", static_cast<double>(peak_rss_kib()) / 1024.0);
     std::string cpu;
     for (const auto &r : run.rows) {
@@ -2020,7 +2039,10 @@ void write_md(const Run &run, const Options &o, const std::string &pg_version, d
          "on the same servers. liboutbox "
       << outbox_version() << ", PostgreSQL " << pg_version << ", librabbitmq " << amqp_version() << ", " << un.sysname
       << " " << un.release << ", " << std::thread::hardware_concurrency() << " CPUs; the run took " << fixed(wall, 0)
-      << " s.\n\n";
+      << " s. The bench queue is a durable " << o.queue_type << " queue; "
+      << std::count(run.amqp_url.begin(), run.amqp_url.end(), ',') + 1
+      << " RabbitMQ address(es) given (the baseline publishes through the first, where the relay connects "
+         "first).\n\n";
     if (o.quick) {
         m << "**Quick mode: small sizes for checking the harness; these figures are not the project's figures.**\n\n";
     }
@@ -3160,7 +3182,7 @@ int run_bench(const Options &o) {
 
     progress("schema " + run.schema + ", exchange " + run.exchange + ", queue " + run.queue);
     admin.declare_exchange(run.exchange);
-    admin.declare_queue(run.queue);
+    admin.declare_queue(run.queue, o.queue_type);
     admin.bind(run.queue, run.exchange);
     {
         outbox_config *cfg = relay_config(run, o.batch_size, o.window, run.pg_url);
