@@ -33,7 +33,13 @@ check('library loads through FFI', preg_match('/^\d+\.\d+\.\d+$/', $outbox->vers
 $pdo = outbox_pdo($pgUrl); // fails the run (uncaught) when PostgreSQL is unreachable
 $pdo->exec("CREATE SCHEMA $schema");
 $pdo->exec("SET search_path TO $schema");
-$base = ['outbox.schema' => $schema, 'amqp.exchange' => $exchange, 'amqp.url' => $amqpUrl, 'pg.url' => $pgUrl];
+// The brokers as a list whose first node is down (a port that was just free: connecting is
+// refused), as with a cluster: every RabbitMQ connection below goes on to the live one.
+$probePort = stream_socket_server('tcp://127.0.0.1:0');
+$deadPort = (int) substr(strrchr(stream_socket_get_name($probePort, false), ':'), 1);
+fclose($probePort);
+$brokers = "amqp://outbox:x@127.0.0.1:$deadPort/%2f,$amqpUrl";
+$base = ['outbox.schema' => $schema, 'amqp.exchange' => $exchange, 'amqp.url' => $brokers, 'pg.url' => $pgUrl];
 
 // Tables through the C ABI.
 $f = $outbox->ffi();

@@ -1,6 +1,7 @@
 // Operator tools (core/admin, `outbox stats|retry-failed|purge|replay|tail`, `outbox relay
 // --metrics-addr`) against the real PostgreSQL and RabbitMQ.
 #include "admin.hpp"
+#include "closed_port.hpp"
 #include "relay_fixture.hpp"
 
 #include <httplib.h>
@@ -485,10 +486,12 @@ TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
     }
     EXPECT_EQ(std::string(db->exec(before_sql).get(0, 0)), before);
 
-    // The CLI from --event (the third event): seq 3..5.
+    // The CLI from --event (the third event): seq 3..5, given a list of brokers whose first is down.
     int rc = 0;
-    std::vector<std::string> args{"replay", "--aggregate", "PRD:r0", "--event", ids[2], "--amqp-url", amqp_url(),
-                                  "--set", "amqp.exchange=" + cfg.exchange};
+    const ClosedPort dead;
+    std::vector<std::string> args{"replay",     "--aggregate", "PRD:r0",
+                                  "--event",    ids[2],        "--amqp-url",
+                                  dead.amqp_url("x") + "," + amqp_url(), "--set", "amqp.exchange=" + cfg.exchange};
     auto common = common_args();
     args.insert(args.end(), common.begin(), common.end());
     std::string out = run_cli(args, &rc);
@@ -510,8 +513,9 @@ TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
 }
 
 TEST_F(AdminTest, TailPrintsEventsWrittenAfterItStarted) {
-    Child tail({OUTBOX_CLI_PATH, "tail", "--count", "3", "--json", "--timeout", "20", "--amqp-url", amqp_url(),
-                "--exchange", cfg.exchange});
+    const ClosedPort dead; // a list of brokers whose first is down: tail goes on to the next
+    Child tail({OUTBOX_CLI_PATH, "tail", "--count", "3", "--json", "--timeout", "20", "--amqp-url",
+                dead.amqp_url("x") + "," + amqp_url(), "--exchange", cfg.exchange});
     ASSERT_TRUE(tail.wait_err("tailing exchange", 10000)) << tail.err();
     std::vector<std::string> ids = write_events(3, 3, "t");
     outbox::Relay relay(cfg);
