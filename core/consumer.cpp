@@ -269,9 +269,7 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                     drop();
                     fail(Errc::connection, "PostgreSQL connection lost in the handler: " + f.reason);
                 }
-                if (conn->ok()) {
-                    PQclear(PQexec(conn->raw(), "ROLLBACK"));
-                }
+                conn->rollback_quietly();
                 int64_t attempt = attempts(*d);
                 if (attempt >= cfg_.consumer_delivery_limit) {
                     log(2, "consumer " + name_ + ": event " + d->event_id + " failed " + std::to_string(attempt) +
@@ -288,8 +286,8 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                 }
                 continue;
             } catch (...) {
-                if (conn->ok() && conn->tx_status() != PQTRANS_IDLE) {
-                    PQclear(PQexec(conn->raw(), "ROLLBACK"));
+                if (conn->tx_status() != PQTRANS_IDLE) {
+                    conn->rollback_quietly();
                 }
                 // The effect was not committed: the unacked message goes back to the queue with
                 // the broker connection, and is processed again after reconnecting.

@@ -147,6 +147,12 @@ void Conn::revive_if_lost() {
     }
 }
 
+void Conn::rollback_quietly() noexcept {
+    if (ok()) {
+        PQclear(PQexec(c_, "ROLLBACK"));
+    }
+}
+
 void Conn::check_usable() const {
     if (c_ == nullptr) {
         fail(Errc::connection, "no PostgreSQL connection");

@@ -81,6 +81,10 @@ class Conn {
     [[nodiscard]] int socket() const { return PQsocket(c_); }
     [[nodiscard]] int backend_pid() const { return PQbackendPID(c_); }
 
+    // Sends ROLLBACK when the connection is up, ignoring its outcome: the clean-up after a failure,
+    // which must not throw over the error being handled. Never reopens a lost connection.
+    void rollback_quietly() noexcept;
+
     // Throws Error(connection) when the connection is closed or broken (saying how an owned one is
     // opened again), Error(invalid_argument) when it is busy with another query.
     void check_usable() const;

@@ -280,9 +280,7 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
             items.push_back(std::move(it));
         }
     } catch (const Error &e) {
-        if (db.ok()) {
-            PQclear(PQexec(db.raw(), "ROLLBACK"));
-        }
+        db.rollback_quietly();
         throw;
     }
     return items;
@@ -292,8 +290,8 @@ void Relay::discard_prefetch() noexcept {
     if (prefetch_.valid()) {
         try {
             Batch b = prefetch_.get();
-            if (pg_[b.slot] && pg_[b.slot]->ok()) {
-                PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the claimed events at once
+            if (pg_[b.slot]) {
+                pg_[b.slot]->rollback_quietly(); // release the claimed events at once
             }
         } catch (...) {
         }
@@ -321,9 +319,7 @@ Relay::MarkResult Relay::mark(pg::Conn &db, const MarkArgs &args) {
         db.exec_simple("COMMIT");
     } catch (const Error &) {
         // Not marked: the events stay PENDING and are published again (duplicates, never loss).
-        if (db.ok()) {
-            PQclear(PQexec(db.raw(), "ROLLBACK"));
-        }
+        db.rollback_quietly();
         throw;
     }
     m.mark_us = micros_since(t0);
@@ -362,8 +358,8 @@ void Relay::settle(RelayStats &st) {
             throw;
         }
         add_marks(st, b.prior);
-        if (pg_[b.slot] && pg_[b.slot]->ok()) {
-            PQclear(PQexec(pg_[b.slot]->raw(), "ROLLBACK")); // release the batch claimed ahead: due again
+        if (pg_[b.slot]) {
+            pg_[b.slot]->rollback_quietly(); // release the batch claimed ahead: due again
         }
     }
     flush_marks(st);

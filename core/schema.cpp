@@ -155,8 +155,8 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what) {
         }
         return res;
     } catch (...) {
-        if (own_tx && conn.ok()) {
-            PQclear(PQexec(conn.raw(), "ROLLBACK"));
+        if (own_tx) {
+            conn.rollback_quietly();
         }
         throw;
     }
