@@ -8,13 +8,46 @@
 #include "consumer.hpp"
 #include "error.hpp"
 #include "event.hpp"
+#include "inbox.hpp"
 #include "pg.hpp"
 #include "relay.hpp"
+#include "schema.hpp"
 #include "store.hpp"
 
 #include <new>
 #include <vector>
 #include <string>
+
+// The C API passes core's enums through by value: each C constant must equal its core value.
+#define OUTBOX_SAME_VALUE(c, core) static_assert(static_cast<int>(c) == static_cast<int>(core), #c " == " #core)
+OUTBOX_SAME_VALUE(OUTBOX_OK, outbox::Errc::ok);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_INVALID_ARGUMENT, outbox::Errc::invalid_argument);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_INVALID_EVENT, outbox::Errc::invalid_event);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_TOO_LARGE, outbox::Errc::too_large);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_DUPLICATE, outbox::Errc::duplicate);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_DATABASE, outbox::Errc::database);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_CONNECTION, outbox::Errc::connection);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_BROKER, outbox::Errc::broker);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_TIMEOUT, outbox::Errc::timeout);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_SCHEMA, outbox::Errc::schema);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_TRANSACTION, outbox::Errc::transaction);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_NO_MEMORY, outbox::Errc::no_memory);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_STOPPED, outbox::Errc::stopped);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_INTERNAL, outbox::Errc::internal);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_UNKNOWN_KEY, outbox::Errc::unknown_key);
+OUTBOX_SAME_VALUE(OUTBOX_ERR_NOT_FOUND, outbox::Errc::not_found);
+OUTBOX_SAME_VALUE(OUTBOX_LOG_DEBUG, outbox::LogLevel::debug);
+OUTBOX_SAME_VALUE(OUTBOX_LOG_INFO, outbox::LogLevel::info);
+OUTBOX_SAME_VALUE(OUTBOX_LOG_WARN, outbox::LogLevel::warn);
+OUTBOX_SAME_VALUE(OUTBOX_LOG_ERROR, outbox::LogLevel::error);
+OUTBOX_SAME_VALUE(OUTBOX_ORDER_UNCHECKED, outbox::inbox::Order::unchecked);
+OUTBOX_SAME_VALUE(OUTBOX_ORDER_IN_ORDER, outbox::inbox::Order::in_order);
+OUTBOX_SAME_VALUE(OUTBOX_ORDER_STALE, outbox::inbox::Order::stale);
+OUTBOX_SAME_VALUE(OUTBOX_ORDER_GAP, outbox::inbox::Order::gap);
+OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_ALL, outbox::schema::What::all);
+OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_OUTBOX, outbox::schema::What::outbox);
+OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_INBOX, outbox::schema::What::inbox);
+#undef OUTBOX_SAME_VALUE
 
 struct outbox_config {
     outbox::Config cfg;
