@@ -464,6 +464,12 @@ struct Connection::Impl {
 
     std::optional<Event> on_frame(const amqp_frame_t &frame);
     std::optional<Event> on_content(const amqp_frame_t &frame);
+
+    // The steps of opening (Connection::open): a socket, plain or TLS with its options; the TCP
+    // connect; login with the client properties, then the channel.
+    amqp_socket_t *make_socket(bool tls);
+    void connect_socket(amqp_socket_t *sock, const std::string &host, int port, bool tls);
+    void login(const std::string &vhost, const std::string &user, const std::string &password);
 };
 
 std::optional<Event> Connection::Impl::on_content(const amqp_frame_t &frame) {
@@ -704,108 +710,129 @@ std::string Connection::node() const {
     return impl_ ? impl_->node : std::string();
 }
 
+namespace {
+
+// The client properties sent at login: product, connection name, and the capabilities this
+// client handles (confirms, nacks, connection.blocked, cancel notifications, auth failure close).
+class ClientProperties {
+  public:
+    explicit ClientProperties(const std::string &connection_name)
+        : caps_{bool_entry("publisher_confirms", true), bool_entry("basic.nack", true),
+                bool_entry("connection.blocked", true), bool_entry("consumer_cancel_notify", true),
+                bool_entry("authentication_failure_close", true)} {
+        props_.push_back(string_entry("product", product_));
+        if (!connection_name.empty()) {
+            props_.push_back(string_entry("connection_name", connection_name));
+        }
+        amqp_table_entry_t cap_entry{};
+        cap_entry.key = amqp_cstring_bytes("capabilities");
+        cap_entry.value.kind = AMQP_FIELD_KIND_TABLE;
+        cap_entry.value.value.table.num_entries = static_cast<int>(std::size(caps_));
+        cap_entry.value.value.table.entries = caps_;
+        props_.push_back(cap_entry);
+        table_.num_entries = static_cast<int>(props_.size());
+        table_.entries = props_.data();
+    }
+    ClientProperties(const ClientProperties &) = delete;
+    ClientProperties &operator=(const ClientProperties &) = delete;
+    amqp_table_t *table() { return &table_; }
+
+  private:
+    const std::string product_ = "outbox";
+    amqp_table_entry_t caps_[5];
+    std::vector<amqp_table_entry_t> props_;
+    amqp_table_t table_{};
+};
+
+} // namespace
+
+amqp_socket_t *Connection::Impl::make_socket(bool tls) {
+    const Options &o = opts;
+    if (!tls) {
+        amqp_socket_t *sock = amqp_tcp_socket_new(conn());
+        if (sock == nullptr) {
+            fail(Errc::connection, msg("cannot create a socket"));
+        }
+        return sock;
+    }
+    amqp_socket_t *sock = amqp_ssl_socket_new(conn());
+    if (sock == nullptr) {
+        fail(Errc::connection, msg("cannot create a TLS socket"));
+    }
+    std::string ca = o.tls.ca_file;
+    if (ca.empty() && o.tls.verify_peer && ::access(kSystemCaBundle, R_OK) == 0) {
+        ca = kSystemCaBundle;
+    }
+    if (!ca.empty() && amqp_ssl_socket_set_cacert(sock, ca.c_str()) != AMQP_STATUS_OK) {
+        fail(Errc::invalid_argument, msg("cannot load TLS CA file '" + ca + "'"));
+    }
+    if (!o.tls.key_password.empty()) {
+        amqp_ssl_socket_set_key_passwd(sock, o.tls.key_password.c_str());
+    }
+    if (!o.tls.cert_file.empty() &&
+        amqp_ssl_socket_set_key(sock, o.tls.cert_file.c_str(), o.tls.key_file.c_str()) != AMQP_STATUS_OK) {
+        fail(Errc::invalid_argument,
+             msg("cannot load TLS client certificate '" + o.tls.cert_file + "' / key '" + o.tls.key_file + "'"));
+    }
+    amqp_ssl_socket_set_verify_peer(sock, o.tls.verify_peer ? 1 : 0);
+    amqp_ssl_socket_set_verify_hostname(sock, o.tls.verify_hostname ? 1 : 0);
+    return sock;
+}
+
+void Connection::Impl::connect_socket(amqp_socket_t *sock, const std::string &host, int port, bool tls) {
+    const timeval io_tv = tv_of(opts.io_timeout_ms);
+    (void)amqp_set_handshake_timeout(conn(), &io_tv);
+    (void)amqp_set_rpc_timeout(conn(), &io_tv);
+    timeval connect_tv = tv_of(opts.connect_timeout_ms);
+    const int rc = amqp_socket_open_noblock(sock, host.c_str(), port, &connect_tv);
+    if (rc != AMQP_STATUS_OK) {
+        std::string why = amqp_error_string2(rc);
+        if (rc == AMQP_STATUS_TIMEOUT) {
+            why = "timed out after " + std::to_string(opts.connect_timeout_ms) + " ms";
+        }
+        fail(Errc::connection, msg(std::string("cannot connect") + (tls ? " (TLS)" : "") + ": " + why));
+    }
+}
+
+void Connection::Impl::login(const std::string &vhost, const std::string &user, const std::string &password) {
+    ClientProperties props(opts.connection_name);
+    // Login runs under the watchdog too: the handshake timeout bounds the waits for the broker's
+    // replies, not librabbitmq's sends.
+    watchdog.arm(amqp_get_sockfd(conn()), static_cast<long long>(opts.io_timeout_ms) + kWatchdogSlackMs);
+    const amqp_rpc_reply_t reply = amqp_login_with_properties(conn(), vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS,
+                                                              AMQP_DEFAULT_FRAME_SIZE, opts.heartbeat_s, props.table(),
+                                                              AMQP_SASL_METHOD_PLAIN, user.c_str(), password.c_str());
+    const bool fired = watchdog.disarm();
+    socket_ok = true; // from here on a close is owed, unless the reply says the socket is gone
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && !fired) {
+        socket_ok = false;
+        std::string why = amqp_error_string2(reply.library_error);
+        if (reply.library_error == AMQP_STATUS_CONNECTION_CLOSED || reply.library_error == AMQP_STATUS_SOCKET_ERROR) {
+            why += " (the broker dropped the connection during login: wrong credentials, unknown vhost, or not "
+                   "an AMQP 0-9-1 port?)";
+        } else if (reply.library_error == AMQP_STATUS_TIMEOUT) {
+            why = "login timed out after " + std::to_string(opts.io_timeout_ms) + " ms";
+        }
+        die(reply.library_error == AMQP_STATUS_TIMEOUT ? Errc::timeout : Errc::connection, "login failed: " + why);
+    }
+    // A refused login (403 ACCESS_REFUSED, 530 NOT_ALLOWED for a vhost) is a connection error: nothing was
+    // ever usable.
+    check_reply(reply, "login", fired, Errc::connection);
+}
+
 std::unique_ptr<Connection::Impl> Connection::open(Options options) {
     auto impl = std::make_unique<Impl>(std::move(options));
     Impl &s = *impl;
-    const Options &o = s.opts;
-    validate(o, s.redacted);
-    const ParsedUrl url = parse_url(o.url, s.redacted);
-    const bool tls = o.tls.enabled || url.ssl;
+    validate(s.opts, s.redacted);
+    const ParsedUrl url = parse_url(s.opts.url, s.redacted);
+    const bool tls = s.opts.tls.enabled || url.ssl;
     s.node = url.host + ":" + std::to_string(url.port);
-
     s.state.reset(amqp_new_connection());
     if (!s.state) {
         fail(Errc::no_memory, s.msg("cannot allocate a connection"));
     }
-    amqp_socket_t *sock = nullptr;
-    if (tls) {
-        sock = amqp_ssl_socket_new(s.conn());
-        if (sock == nullptr) {
-            fail(Errc::connection, s.msg("cannot create a TLS socket"));
-        }
-        std::string ca = o.tls.ca_file;
-        if (ca.empty() && o.tls.verify_peer && ::access(kSystemCaBundle, R_OK) == 0) {
-            ca = kSystemCaBundle;
-        }
-        if (!ca.empty() && amqp_ssl_socket_set_cacert(sock, ca.c_str()) != AMQP_STATUS_OK) {
-            fail(Errc::invalid_argument, s.msg("cannot load TLS CA file '" + ca + "'"));
-        }
-        if (!o.tls.key_password.empty()) {
-            amqp_ssl_socket_set_key_passwd(sock, o.tls.key_password.c_str());
-        }
-        if (!o.tls.cert_file.empty() &&
-            amqp_ssl_socket_set_key(sock, o.tls.cert_file.c_str(), o.tls.key_file.c_str()) != AMQP_STATUS_OK) {
-            fail(Errc::invalid_argument,
-                 s.msg("cannot load TLS client certificate '" + o.tls.cert_file + "' / key '" + o.tls.key_file + "'"));
-        }
-        amqp_ssl_socket_set_verify_peer(sock, o.tls.verify_peer ? 1 : 0);
-        amqp_ssl_socket_set_verify_hostname(sock, o.tls.verify_hostname ? 1 : 0);
-    } else {
-        sock = amqp_tcp_socket_new(s.conn());
-        if (sock == nullptr) {
-            fail(Errc::connection, s.msg("cannot create a socket"));
-        }
-    }
-
-    const timeval io_tv = tv_of(o.io_timeout_ms);
-    (void)amqp_set_handshake_timeout(s.conn(), &io_tv);
-    (void)amqp_set_rpc_timeout(s.conn(), &io_tv);
-
-    timeval connect_tv = tv_of(o.connect_timeout_ms);
-    const int rc = amqp_socket_open_noblock(sock, url.host.c_str(), url.port, &connect_tv);
-    if (rc != AMQP_STATUS_OK) {
-        std::string why = amqp_error_string2(rc);
-        if (rc == AMQP_STATUS_TIMEOUT) {
-            why = "timed out after " + std::to_string(o.connect_timeout_ms) + " ms";
-        }
-        fail(Errc::connection, s.msg(std::string("cannot connect") + (tls ? " (TLS)" : "") + ": " + why));
-    }
-
-    amqp_table_entry_t caps[] = {
-        bool_entry("publisher_confirms", true),           bool_entry("basic.nack", true),
-        bool_entry("connection.blocked", true),           bool_entry("consumer_cancel_notify", true),
-        bool_entry("authentication_failure_close", true),
-    };
-    const std::string product = "outbox";
-    std::vector<amqp_table_entry_t> props;
-    props.push_back(string_entry("product", product));
-    if (!o.connection_name.empty()) {
-        props.push_back(string_entry("connection_name", o.connection_name));
-    }
-    amqp_table_entry_t cap_entry{};
-    cap_entry.key = amqp_cstring_bytes("capabilities");
-    cap_entry.value.kind = AMQP_FIELD_KIND_TABLE;
-    cap_entry.value.value.table.num_entries = static_cast<int>(std::size(caps));
-    cap_entry.value.value.table.entries = caps;
-    props.push_back(cap_entry);
-    amqp_table_t props_table;
-    props_table.num_entries = static_cast<int>(props.size());
-    props_table.entries = props.data();
-
-    // Login and channel.open run under the watchdog too: the handshake timeout bounds the waits for
-    // the broker's replies, not librabbitmq's sends.
-    const int fd = amqp_get_sockfd(s.conn());
-    s.watchdog.arm(fd, static_cast<long long>(o.io_timeout_ms) + kWatchdogSlackMs);
-    const amqp_rpc_reply_t login = amqp_login_with_properties(
-        s.conn(), url.vhost.c_str(), AMQP_DEFAULT_MAX_CHANNELS, AMQP_DEFAULT_FRAME_SIZE, o.heartbeat_s, &props_table,
-        AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
-    const bool fired = s.watchdog.disarm();
-    s.socket_ok = true; // from here on a close is owed, unless the reply says the socket is gone
-    if (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && !fired) {
-        s.socket_ok = false;
-        std::string why = amqp_error_string2(login.library_error);
-        if (login.library_error == AMQP_STATUS_CONNECTION_CLOSED || login.library_error == AMQP_STATUS_SOCKET_ERROR) {
-            why += " (the broker dropped the connection during login: wrong credentials, unknown vhost, or not "
-                   "an AMQP 0-9-1 port?)";
-        } else if (login.library_error == AMQP_STATUS_TIMEOUT) {
-            why = "login timed out after " + std::to_string(o.io_timeout_ms) + " ms";
-        }
-        s.die(login.library_error == AMQP_STATUS_TIMEOUT ? Errc::timeout : Errc::connection, "login failed: " + why);
-    }
-    // A refused login (403 ACCESS_REFUSED, 530 NOT_ALLOWED for a vhost) is a connection error: nothing was
-    // ever usable.
-    s.check_reply(login, "login", fired, Errc::connection);
-
+    s.connect_socket(s.make_socket(tls), url.host, url.port, tls);
+    s.login(url.vhost, url.user, url.password);
     s.rpc("channel.open", [&] { return amqp_channel_open(s.conn(), kChannel); });
     return impl;
 }
