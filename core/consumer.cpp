@@ -223,6 +223,70 @@ int64_t Consumer::attempts(const Delivery &d) const {
     return (it == classic_attempts_.end() ? 0 : it->second) + 1;
 }
 
+// One delivery: BEGIN and the dedupe in one round trip, the handler the first time only, COMMIT,
+// ack. A failing handler is handler_failed()'s; any other error leaves the message unacked (it
+// returns with the broker connection) and is thrown to run()'s reconnect loop.
+void Consumer::handle(pg::Conn &conn, Delivery &d, const Handler &handler) {
+    inbox::Key key{name_, d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
+    try {
+        // BEGIN and the dedupe go in one round trip; a failure leaves no transaction open.
+        d.dedupe = inbox::begin_and_dedupe(conn, cfg_, key, cfg_.inbox_order_check);
+        if (d.dedupe.first_time) {
+            try {
+                handler(conn, d);
+            } catch (const std::exception &e) {
+                throw HandlerFailed{e.what()};
+            } catch (...) {
+                throw HandlerFailed{"handler failed"};
+            }
+        }
+        conn.exec_simple("COMMIT");
+        if (!d.dedupe.first_time) {
+            log(1, "consumer " + name_ + ": event " + d.event_id + " (" + d.event_type + " " + d.aggregate_type + ":" +
+                       d.aggregate_id + ") was already processed; acknowledged without running the handler");
+        }
+    } catch (const HandlerFailed &f) {
+        handler_failed(conn, d, f.reason);
+        return;
+    } catch (...) {
+        if (conn.tx_status() != PQTRANS_IDLE) {
+            conn.rollback_quietly();
+        }
+        // The effect was not committed: the unacked message goes back to the queue with
+        // the broker connection, and is processed again after reconnecting.
+        drop();
+        throw;
+    }
+    ack(d);
+}
+
+// The handler threw: roll back, then redeliver or, at consumer.delivery_limit, dead-letter with
+// the handler's error. A database lost under the handler is not the handler's failure.
+void Consumer::handler_failed(pg::Conn &conn, Delivery &d, const std::string &reason) {
+    if (!conn.ok()) {
+        // The database went away under the handler: not the handler's failure, so no
+        // attempt is counted. Nothing was committed; the unacked message goes back to
+        // the queue with the broker connection and is processed after reconnecting.
+        drop();
+        fail(Errc::connection, "PostgreSQL connection lost in the handler: " + reason);
+    }
+    conn.rollback_quietly();
+    int64_t attempt = attempts(d);
+    if (attempt >= cfg_.consumer_delivery_limit) {
+        log(2, "consumer " + name_ + ": event " + d.event_id + " failed " + std::to_string(attempt) +
+                   " time(s), dead-lettering: " + reason);
+        dead_letter(d, "handler failed " + std::to_string(attempt) + " time(s): " + reason);
+    } else {
+        log(2, "consumer " + name_ + ": event " + d.event_id + " failed (attempt " + std::to_string(attempt) +
+                   "), redelivering: " + reason);
+        if (classic_attempts_.size() > 100000) {
+            classic_attempts_.clear();
+        }
+        ++classic_attempts_[d.event_id];
+        nack(d, true);
+    }
+}
+
 void Consumer::run(pg::Conn *db, const Handler &handler) {
     std::optional<pg::Conn> own;
     pg::Conn *conn = db;
@@ -242,59 +306,7 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
             if (!d) {
                 continue;
             }
-            inbox::Key key{name_, d->event_id, d->aggregate_type, d->aggregate_id, d->seq};
-            try {
-                // BEGIN and the dedupe go in one round trip; a failure leaves no transaction open.
-                d->dedupe = inbox::begin_and_dedupe(*conn, cfg_, key, cfg_.inbox_order_check);
-                if (d->dedupe.first_time) {
-                    try {
-                        handler(*conn, *d);
-                    } catch (const std::exception &e) {
-                        throw HandlerFailed{e.what()};
-                    } catch (...) {
-                        throw HandlerFailed{"handler failed"};
-                    }
-                }
-                conn->exec_simple("COMMIT");
-                if (!d->dedupe.first_time) {
-                    log(1, "consumer " + name_ + ": event " + d->event_id + " (" + d->event_type + " " +
-                               d->aggregate_type + ":" + d->aggregate_id +
-                               ") was already processed; acknowledged without running the handler");
-                }
-            } catch (const HandlerFailed &f) {
-                if (!conn->ok()) {
-                    // The database went away under the handler: not the handler's failure, so no
-                    // attempt is counted. Nothing was committed; the unacked message goes back to
-                    // the queue with the broker connection and is processed after reconnecting.
-                    drop();
-                    fail(Errc::connection, "PostgreSQL connection lost in the handler: " + f.reason);
-                }
-                conn->rollback_quietly();
-                int64_t attempt = attempts(*d);
-                if (attempt >= cfg_.consumer_delivery_limit) {
-                    log(2, "consumer " + name_ + ": event " + d->event_id + " failed " + std::to_string(attempt) +
-                               " time(s), dead-lettering: " + f.reason);
-                    dead_letter(*d, "handler failed " + std::to_string(attempt) + " time(s): " + f.reason);
-                } else {
-                    log(2, "consumer " + name_ + ": event " + d->event_id + " failed (attempt " +
-                               std::to_string(attempt) + "), redelivering: " + f.reason);
-                    if (classic_attempts_.size() > 100000) {
-                        classic_attempts_.clear();
-                    }
-                    ++classic_attempts_[d->event_id];
-                    nack(*d, true);
-                }
-                continue;
-            } catch (...) {
-                if (conn->tx_status() != PQTRANS_IDLE) {
-                    conn->rollback_quietly();
-                }
-                // The effect was not committed: the unacked message goes back to the queue with
-                // the broker connection, and is processed again after reconnecting.
-                drop();
-                throw;
-            }
-            ack(*d);
+            handle(*conn, *d, handler);
         } catch (const Error &e) {
             if (db != nullptr && !db->ok()) {
                 throw; // a lent connection cannot be reopened here

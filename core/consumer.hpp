@@ -81,6 +81,8 @@ class Consumer {
     int64_t attempts(const Delivery &d) const;
 
   private:
+    void handle(pg::Conn &conn, Delivery &d, const Handler &handler);
+    void handler_failed(pg::Conn &conn, Delivery &d, const std::string &reason);
     void drop() noexcept;
     void log(int level, const std::string &msg) const;
 
