@@ -77,7 +77,8 @@ class Config(MutableMapping[str, str]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        shown = {k: ("***" if "url" in k else v) for k, v in self._values.items()}
+        # Which keys are secret is core's rule: the native configuration reads them back as "***".
+        shown = {k: str(self._native.get(k)) for k in self._values}
         return f"outbox.Config({shown!r})"
 
     def copy(self) -> "Config":

@@ -157,6 +157,8 @@ def test_hostile_names_and_bad_configuration():
     assert cfg["relay.listen"] == "false" and "relay.listen" in cfg and len(cfg) == 1
     cfg["amqp.url"] = "amqp://u:secret@h/"
     assert cfg["amqp.url"] == "***" and "secret" not in repr(cfg)
+    cfg["pg.url"] = "postgresql://u:pgsecret@h/db"
+    assert "pgsecret" not in repr(cfg) and "'relay.listen': 'false'" in repr(cfg), repr(cfg)
     keys = dict(outbox.config_keys())
     assert "outbox.schema" in keys and len(keys) > 20
 
