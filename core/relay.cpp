@@ -365,12 +365,11 @@ void Relay::settle(RelayStats &st) {
     flush_marks(st);
 }
 
-RelayStats Relay::step() {
-    RelayStats st;
-    const auto t0 = Clock::now();
-    ensure_amqp();
-
-    // Claim: take the batch claimed in the background during the previous step, or claim now.
+// Stage 1 of a step: the batch claimed in the background during the previous step, or one claimed
+// now. When no batch will be claimed behind this one, the previous batch's marks are collected first,
+// so that every outcome is committed when the step returns and a claim sees their aggregates' next
+// events as heads.
+Relay::Batch Relay::take_batch(RelayStats &st) {
     Batch cur;
     bool have = false;
     if (prefetch_.valid()) {
@@ -395,8 +394,6 @@ RelayStats Relay::step() {
     const bool overlap = have && static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping() &&
                          (!marking_.valid() || marking_slot_ == 1 - cur.slot);
     if (!overlap) {
-        // No batch will be claimed behind this one: the previous batch's marks must be committed
-        // before this step returns (and before a claim can see their aggregates' next events).
         flush_marks(st);
     }
     if (!have) {
@@ -404,85 +401,82 @@ RelayStats Relay::step() {
         ensure_pg(0);
         try {
             cur.items = claim(*pg_[0]);
-        } catch (const Error &e) {
+        } catch (const Error &) {
             if (!pg_[0]->ok()) {
                 drop_pg(0);
             }
             throw;
         }
     }
-    // A full batch means more work is likely waiting: claim the next batch on the other
-    // connection while this one is published, so PostgreSQL and RabbitMQ work at the same time.
-    // Its events are locked until the next step publishes them (or a stop rolls them back).
-    if (static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping()) {
-        const int other = 1 - cur.slot;
-        if (marking_.valid()) {
-            // The other connection still commits the previous batch's marks: claim once they are
-            // in, so the claim sees those aggregates' next events as heads.
-            pg::Conn *next = &*pg_[other];
-            prefetch_ = std::async(std::launch::async, [this, next, other, m = std::move(marking_)]() mutable {
-                MarkResult prior = m.get();
-                return Batch{other, claim(*next), prior};
-            });
-        } else {
-            ensure_pg(other);
-            pg::Conn *next = &*pg_[other];
-            prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next), {}}; });
-        }
-    }
-    pg::Conn &db = *pg_[cur.slot];
-    amqp::Connection &mq = *mq_;
-    std::vector<RelayItem> &items = cur.items;
-    st.claimed = static_cast<int64_t>(items.size());
-    st.claim_us = micros_since(t0);
-    if (items.empty()) {
-        try {
-            db.exec_simple("COMMIT");
-        } catch (const Error &) {
-            if (!db.ok()) {
-                drop_pg(cur.slot);
-            }
-            throw;
-        }
-        st.total_us = micros_since(t0);
-        return st;
-    }
+    return cur;
+}
 
-    // Chains: rows come heads first (depth 0), then depth 1, ... so the first row seen of an
-    // aggregate is its head. A link whose predecessor is missing from the batch is held back.
+// Stage 2: a full batch means more work is likely waiting, so the next batch is claimed on the other
+// connection while this one is published, and PostgreSQL and RabbitMQ work at the same time. Its
+// events stay locked until the next step publishes them (or a stop rolls them back).
+void Relay::claim_ahead(const Batch &cur) {
+    if (static_cast<int>(cur.items.size()) < cfg_.relay_batch_size || stopping()) {
+        return;
+    }
+    const int other = 1 - cur.slot;
+    if (marking_.valid()) {
+        // The other connection still commits the previous batch's marks: claim once they are in,
+        // so the claim sees those aggregates' next events as heads.
+        pg::Conn *next = &*pg_[other];
+        prefetch_ = std::async(std::launch::async, [this, next, other, m = std::move(marking_)]() mutable {
+            MarkResult prior = m.get();
+            return Batch{other, claim(*next), prior};
+        });
+    } else {
+        ensure_pg(other);
+        pg::Conn *next = &*pg_[other];
+        prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next), {}}; });
+    }
+}
+
+// Stage 3: per-aggregate chains. Rows come heads first (depth 0), then depth 1, ... so the first row
+// seen of an aggregate is its head; each item points to the next of its aggregate. A link whose
+// predecessor is missing from the batch is held back. Returns the heads: the items ready to send.
+std::vector<int> Relay::build_chains(std::vector<RelayItem> &items) {
     std::vector<int> ready;
-    {
-        std::unordered_map<std::string, int> tail; // aggregate -> last item index in its chain
-        for (int i = 0; i < static_cast<int>(items.size()); ++i) {
-            const EventRow &row = items[static_cast<size_t>(i)].row;
-            std::string key = row.aggregate_type;
-            key.push_back('\0');
-            key += row.aggregate_id;
-            auto it = tail.find(key);
-            if (it == tail.end()) {
-                tail.emplace(std::move(key), i);
-                ready.push_back(i);
-            } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == row.seq) {
-                items[static_cast<size_t>(it->second)].next = i;
-                it->second = i;
-            } else {
-                items[static_cast<size_t>(i)].outcome = RelayOutcome::held_back;
-            }
+    std::unordered_map<std::string, int> tail; // aggregate -> last item index in its chain
+    for (int i = 0; i < static_cast<int>(items.size()); ++i) {
+        const EventRow &row = items[static_cast<size_t>(i)].row;
+        std::string key = row.aggregate_type;
+        key.push_back('\0');
+        key += row.aggregate_id;
+        auto it = tail.find(key);
+        if (it == tail.end()) {
+            tail.emplace(std::move(key), i);
+            ready.push_back(i);
+        } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == row.seq) {
+            items[static_cast<size_t>(it->second)].next = i;
+            it->second = i;
+        } else {
+            items[static_cast<size_t>(i)].outcome = RelayOutcome::held_back;
         }
     }
+    return ready;
+}
 
-    // Publish: chains in parallel, links of one chain one after another, confirms pipelined.
-    const auto t1 = Clock::now();
+// Stage 4's state: chains published in parallel, the links of one chain one after another, up to
+// relay.window messages in flight, confirms read as they come.
+struct Relay::PublishRound {
+    PublishRound(std::vector<RelayItem> &batch, std::vector<int> heads, RelayStats &stats)
+        : items(batch), ready(std::move(heads)), st(stats) {}
+
+    std::vector<RelayItem> &items;
+    std::vector<int> ready; // items whose predecessor is confirmed, in the order they became so
+    RelayStats &st;
+    size_t next_ready = 0;
     std::map<uint64_t, int> in_flight; // delivery tag -> item
     std::unordered_map<std::string, int> by_id;
-    size_t next_ready = 0;
-    const auto deadline = t1 + std::chrono::milliseconds(cfg_.relay_confirm_timeout_ms);
-    bool amqp_failed = false;
-    std::string amqp_error;
 
-    auto settle = [&](int idx, bool acked, const char *why) {
+    // The broker's answer for one item: a confirmed, unreturned item is published and lets the next
+    // link of its chain go; anything else is a failure.
+    void settle(int idx, bool acked, const char *why, bool unroutable_is_failure) {
         RelayItem &it = items[static_cast<size_t>(idx)];
-        if (acked && (!it.returned || !cfg_.relay_unroutable_is_failure)) {
+        if (acked && (!it.returned || !unroutable_is_failure)) {
             it.outcome = RelayOutcome::published;
             if (it.next >= 0) {
                 ready.push_back(it.next);
@@ -496,22 +490,78 @@ RelayStats Relay::step() {
         if (!acked) {
             ++st.nacked;
         }
-    };
+    }
 
+    // An ack or nack, single or `multiple` (every outstanding tag up to it).
+    void confirm(uint64_t tag, bool multiple, bool acked, bool unroutable_is_failure) {
+        const char *why = acked ? "" : "nacked by the broker";
+        if (!multiple) {
+            auto found = in_flight.find(tag);
+            if (found != in_flight.end()) {
+                settle(found->second, acked, why, unroutable_is_failure);
+                in_flight.erase(found);
+            }
+            return;
+        }
+        auto end = in_flight.upper_bound(tag);
+        for (auto i = in_flight.begin(); i != end; ++i) {
+            settle(i->second, acked, why, unroutable_is_failure);
+        }
+        in_flight.erase(in_flight.begin(), end);
+    }
+};
+
+// Sends the ready links while the window has room and the broker does not block publishing.
+void Relay::send_ready(PublishRound &round, amqp::Connection &mq) {
+    while (!blocked_ && !stopping() && round.next_ready < round.ready.size() &&
+           round.in_flight.size() < static_cast<size_t>(cfg_.relay_window)) {
+        int idx = round.ready[round.next_ready++];
+        RelayItem &it = round.items[static_cast<size_t>(idx)];
+        std::string body = envelope_body(it.row);
+        uint64_t tag = mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
+        it.outcome = RelayOutcome::in_flight;
+        round.in_flight.emplace(tag, idx);
+        round.by_id.emplace(it.row.outbox_id, idx);
+    }
+}
+
+// One event from the broker during publishing: a confirm, a return, or a (un)block notice.
+void Relay::on_broker_event(PublishRound &round, const amqp::Event &ev) {
+    if (const auto *ack = std::get_if<amqp::Ack>(&ev)) {
+        round.confirm(ack->tag, ack->multiple, true, cfg_.relay_unroutable_is_failure);
+    } else if (const auto *nack = std::get_if<amqp::Nack>(&ev)) {
+        round.confirm(nack->tag, nack->multiple, false, cfg_.relay_unroutable_is_failure);
+    } else if (const auto *ret = std::get_if<amqp::Returned>(&ev)) {
+        auto found = round.by_id.find(ret->props.message_id);
+        if (found != round.by_id.end()) {
+            RelayItem &it = round.items[static_cast<size_t>(found->second)];
+            it.returned = true;
+            it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
+                       " (no queue bound to exchange " + cfg_.exchange + ")";
+            ++round.st.unroutable;
+        }
+    } else if (std::holds_alternative<amqp::Blocked>(ev)) {
+        blocked_ = true;
+        round.st.blocked = true;
+        log(LogLevel::warn, "RabbitMQ blocked publishing (resource alarm); waiting");
+    } else if (std::holds_alternative<amqp::Unblocked>(ev)) {
+        blocked_ = false;
+        log(LogLevel::info, "RabbitMQ unblocked publishing");
+    }
+}
+
+// Stage 4: publish and collect confirms until every chain is done, publishing is blocked or stopped,
+// or relay.confirm_timeout_ms ran out. Returns the broker's error when the connection was lost
+// (confirms received so far are real; everything else stays PENDING), else nothing.
+std::optional<std::string> Relay::publish(PublishRound &round) {
+    amqp::Connection &mq = *mq_;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.relay_confirm_timeout_ms);
     try {
         while (true) {
+            send_ready(round, mq);
             const bool can_publish = !blocked_ && !stopping();
-            while (can_publish && next_ready < ready.size() &&
-                   in_flight.size() < static_cast<size_t>(cfg_.relay_window)) {
-                int idx = ready[next_ready++];
-                RelayItem &it = items[static_cast<size_t>(idx)];
-                std::string body = envelope_body(it.row);
-                uint64_t tag = mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
-                it.outcome = RelayOutcome::in_flight;
-                in_flight.emplace(tag, idx);
-                by_id.emplace(it.row.outbox_id, idx);
-            }
-            if (in_flight.empty() && (next_ready >= ready.size() || !can_publish)) {
+            const bool chains_left = round.next_ready < round.ready.size();
+            if (round.in_flight.empty() && (!chains_left || !can_publish)) {
                 break;
             }
             auto now = Clock::now();
@@ -520,75 +570,33 @@ RelayStats Relay::step() {
             }
             // Block only when nothing more can be sent; otherwise just drain what has arrived.
             const bool more_to_send =
-                can_publish && next_ready < ready.size() && in_flight.size() < static_cast<size_t>(cfg_.relay_window);
+                can_publish && chains_left && round.in_flight.size() < static_cast<size_t>(cfg_.relay_window);
             int wait_ms =
                 more_to_send
                     ? 0
                     : static_cast<int>(std::min<int64_t>(
                           200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
-            std::optional<amqp::Event> ev = mq.wait(wait_ms);
-            while (ev) {
-                if (auto *ack = std::get_if<amqp::Ack>(&*ev)) {
-                    auto end = ack->multiple ? in_flight.upper_bound(ack->tag) : in_flight.find(ack->tag);
-                    auto begin = ack->multiple ? in_flight.begin() : end;
-                    if (!ack->multiple && end != in_flight.end()) {
-                        settle(end->second, true, "");
-                        in_flight.erase(end);
-                    } else if (ack->multiple) {
-                        for (auto i = begin; i != end; ++i) {
-                            settle(i->second, true, "");
-                        }
-                        in_flight.erase(begin, end);
-                    }
-                } else if (auto *nack = std::get_if<amqp::Nack>(&*ev)) {
-                    auto end = nack->multiple ? in_flight.upper_bound(nack->tag) : in_flight.find(nack->tag);
-                    if (!nack->multiple && end != in_flight.end()) {
-                        settle(end->second, false, "nacked by the broker");
-                        in_flight.erase(end);
-                    } else if (nack->multiple) {
-                        for (auto i = in_flight.begin(); i != end; ++i) {
-                            settle(i->second, false, "nacked by the broker");
-                        }
-                        in_flight.erase(in_flight.begin(), end);
-                    }
-                } else if (auto *ret = std::get_if<amqp::Returned>(&*ev)) {
-                    auto found = by_id.find(ret->props.message_id);
-                    if (found != by_id.end()) {
-                        RelayItem &it = items[static_cast<size_t>(found->second)];
-                        it.returned = true;
-                        it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
-                                   " (no queue bound to exchange " + cfg_.exchange + ")";
-                        ++st.unroutable;
-                    }
-                } else if (std::holds_alternative<amqp::Blocked>(*ev)) {
-                    blocked_ = true;
-                    st.blocked = true;
-                    log(LogLevel::warn, "RabbitMQ blocked publishing (resource alarm); waiting");
-                } else if (std::holds_alternative<amqp::Unblocked>(*ev)) {
-                    blocked_ = false;
-                    log(LogLevel::info, "RabbitMQ unblocked publishing");
-                }
-                ev = mq.wait(0);
+            for (std::optional<amqp::Event> ev = mq.wait(wait_ms); ev; ev = mq.wait(0)) {
+                on_broker_event(round, *ev);
             }
         }
     } catch (const Error &e) {
-        // Confirms received so far are real; everything else stays PENDING.
-        amqp_failed = true;
-        amqp_error = e.what();
+        drop_amqp();
+        return std::string(e.what());
+    }
+    if (!round.in_flight.empty()) {
+        round.st.unconfirmed = static_cast<int64_t>(round.in_flight.size());
+        // Late confirms would refer to tags of a batch we no longer track: start afresh.
+        log(LogLevel::warn, std::to_string(round.in_flight.size()) + " message(s) not confirmed within " +
+                                std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
         drop_amqp();
     }
-    if (!in_flight.empty()) {
-        st.unconfirmed = static_cast<int64_t>(in_flight.size());
-        if (!amqp_failed) {
-            // Late confirms would refer to tags of a batch we no longer track: start afresh.
-            log(LogLevel::warn, std::to_string(in_flight.size()) + " message(s) not confirmed within " +
-                                    std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
-            drop_amqp();
-        }
-    }
-    st.publish_us = micros_since(t1);
+    return std::nullopt;
+}
 
-    // Mark: one statement for every outcome, then commit.
+// Stage 5, first half: every outcome of the batch as the one mark statement wants it; failures get
+// their backoff and are logged, links never sent count as held back.
+Relay::MarkArgs Relay::mark_args(const std::vector<RelayItem> &items, RelayStats &st) {
     std::vector<std::string> ok_ids;
     std::vector<std::string> bad_ids;
     std::vector<std::string> bad_errors;
@@ -622,26 +630,65 @@ RelayStats Relay::step() {
         args.bad_errors = array_literal(bad_errors);
         args.bad_delays = array_literal(bad_delays);
     }
+    return args;
+}
+
+// Stage 5: mark every outcome in one statement and commit. When the next batch is claimed already,
+// the marks commit in the background while it is published. Per-aggregate order holds: the next
+// batch cannot hold these aggregates (their events were locked when it was claimed), and the claim
+// after it waits for them.
+void Relay::mark_batch(const Batch &cur, RelayStats &st, bool amqp_failed) {
+    MarkArgs args = mark_args(cur.items, st);
+    pg::Conn &db = *pg_[cur.slot];
     if (prefetch_.valid() && !amqp_failed && !stopping()) {
-        // More work is claimed already: commit these marks in the background while the next batch
-        // is published. Per-aggregate order holds: the next batch cannot hold these aggregates
-        // (their events were locked when it was claimed), and the claim after it waits for them.
         marking_slot_ = cur.slot;
         marking_ = std::async(std::launch::async, [this, conn = &db, a = std::move(args)] { return mark(*conn, a); });
-    } else {
-        try {
-            add_marks(st, mark(db, args));
-        } catch (const Error &) {
-            if (!db.ok()) {
-                drop_pg(cur.slot);
-            }
-            throw;
-        }
+        return;
     }
+    try {
+        add_marks(st, mark(db, args));
+    } catch (const Error &) {
+        if (!db.ok()) {
+            drop_pg(cur.slot);
+        }
+        throw;
+    }
+}
+
+// Ends a step that claimed nothing: its (empty) claim transaction is committed.
+void Relay::commit_empty(int slot) {
+    try {
+        pg_[slot]->exec_simple("COMMIT");
+    } catch (const Error &) {
+        if (!pg_[slot]->ok()) {
+            drop_pg(slot);
+        }
+        throw;
+    }
+}
+
+RelayStats Relay::step() {
+    RelayStats st;
+    const auto t0 = Clock::now();
+    ensure_amqp();
+    Batch cur = take_batch(st);
+    claim_ahead(cur);
+    st.claimed = static_cast<int64_t>(cur.items.size());
+    st.claim_us = micros_since(t0);
+    if (cur.items.empty()) {
+        commit_empty(cur.slot);
+        st.total_us = micros_since(t0);
+        return st;
+    }
+    const auto t1 = Clock::now();
+    PublishRound round(cur.items, build_chains(cur.items), st);
+    const std::optional<std::string> amqp_error = publish(round);
+    st.publish_us = micros_since(t1);
+    mark_batch(cur, st, amqp_error.has_value());
     st.total_us = micros_since(t0);
-    if (amqp_failed) {
+    if (amqp_error) {
         fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
-                               " confirmed events were marked, the rest stay pending): " + amqp_error);
+                               " confirmed events were marked, the rest stay pending): " + *amqp_error);
     }
     return st;
 }

@@ -113,6 +113,17 @@ class Relay {
         std::vector<RelayItem> items;
         MarkResult prior; // marks of an earlier batch committed on this slot before the claim
     };
+    struct PublishRound;
+    // The stages of step(), in order.
+    Batch take_batch(RelayStats &st);
+    void claim_ahead(const Batch &cur);
+    static std::vector<int> build_chains(std::vector<RelayItem> &items);
+    std::optional<std::string> publish(PublishRound &round);
+    void send_ready(PublishRound &round, amqp::Connection &mq);
+    void on_broker_event(PublishRound &round, const amqp::Event &ev);
+    MarkArgs mark_args(const std::vector<RelayItem> &items, RelayStats &st);
+    void mark_batch(const Batch &cur, RelayStats &st, bool amqp_failed);
+    void commit_empty(int slot);
     std::vector<RelayItem> claim(pg::Conn &db);
     MarkResult mark(pg::Conn &db, const MarkArgs &args);
     void flush_marks(RelayStats &st);
