@@ -316,4 +316,32 @@ Result Conn::exec_simple(const std::string &sql) {
     return Result(r);
 }
 
+bool Conn::consume_input() {
+    return PQconsumeInput(c_) != 0;
+}
+
+bool Conn::take_notifications() {
+    bool any = false;
+    while (PGnotify *n = PQnotifies(c_)) {
+        any = true;
+        PQfreemem(n);
+    }
+    return any;
+}
+
+std::optional<ConninfoOptions> parse_conninfo(const std::string &conninfo) {
+    char *err = nullptr;
+    PQconninfoOption *opts = PQconninfoParse(conninfo.c_str(), &err);
+    PQfreemem(err);
+    if (opts == nullptr) {
+        return std::nullopt;
+    }
+    ConninfoOptions out;
+    for (const PQconninfoOption *o = opts; o->keyword != nullptr; ++o) {
+        out.emplace_back(o->keyword, o->val != nullptr ? std::optional<std::string>(o->val) : std::nullopt);
+    }
+    PQconninfoFree(opts);
+    return out;
+}
+
 } // namespace outbox::pg

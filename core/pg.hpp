@@ -81,6 +81,13 @@ class Conn {
     [[nodiscard]] int socket() const { return PQsocket(c_); }
     [[nodiscard]] int backend_pid() const { return PQbackendPID(c_); }
 
+    // Reads what the server sent meanwhile (after poll() saw the socket readable); false when the
+    // connection is lost.
+    bool consume_input();
+    // Takes the notifications (LISTEN) libpq has buffered, where poll() cannot see them; true when
+    // there was at least one.
+    bool take_notifications();
+
     // Sends ROLLBACK when the connection is up, ignoring its outcome: the clean-up after a failure,
     // which must not throw over the error being handled. Never reopens a lost connection.
     void rollback_quietly() noexcept;
@@ -104,6 +111,11 @@ class Conn {
     bool owned_ = false;
     std::unordered_map<std::string, std::string> prepared_; // SQL text -> statement name
 };
+
+// The options of a conninfo (URL or key=value) as libpq parses it: every keyword libpq knows, with
+// its value when the conninfo gives one; nullopt when libpq cannot parse it.
+using ConninfoOptions = std::vector<std::pair<std::string, std::optional<std::string>>>;
+std::optional<ConninfoOptions> parse_conninfo(const std::string &conninfo);
 
 // Errc for an SQLSTATE (e.g. 23505 -> duplicate, 08xxx -> connection, 42P01 -> schema).
 Errc errc_for_sqlstate(std::string_view sqlstate);

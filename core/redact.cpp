@@ -3,8 +3,6 @@
 #include "amqp.hpp"
 #include "pg.hpp"
 
-#include <libpq-fe.h>
-
 #include <algorithm>
 #include <cctype>
 #include <memory>
@@ -13,20 +11,9 @@
 namespace outbox {
 namespace {
 
-struct OptionsDeleter {
-    void operator()(PQconninfoOption *o) const noexcept { PQconninfoFree(o); }
-};
-using OptionsPtr = std::unique_ptr<PQconninfoOption, OptionsDeleter>;
+using pg::parse_conninfo;
 
-OptionsPtr parse_conninfo(const std::string &conninfo) {
-    char *err = nullptr;
-    OptionsPtr opts(PQconninfoParse(conninfo.c_str(), &err));
-    PQfreemem(err);
-    return opts;
-}
-
-bool is_secret_key(const char *key) {
-    std::string k = key;
+bool is_secret_key(const std::string &k) {
     return k.size() >= 8 && k.compare(k.size() - 8, 8, "password") == 0; // password, sslpassword
 }
 
@@ -171,10 +158,13 @@ namespace redact {
 
 std::vector<std::string> pg_secrets(const std::string &conninfo) {
     std::vector<std::string> out;
-    OptionsPtr opts = parse_conninfo(conninfo);
-    for (const PQconninfoOption *o = opts.get(); o != nullptr && o->keyword != nullptr; ++o) {
-        if (o->val != nullptr && *o->val != '\0' && is_secret_key(o->keyword)) {
-            out.emplace_back(o->val);
+    const auto opts = parse_conninfo(conninfo);
+    if (!opts) {
+        return out;
+    }
+    for (const auto &[key, val] : *opts) {
+        if (val && !val->empty() && is_secret_key(key)) {
+            out.push_back(*val);
         }
     }
     return out;
@@ -221,7 +211,7 @@ std::string redact_conninfo(const std::string &conninfo) {
     if (conninfo.find('=') == std::string::npos && conninfo.find("://") == std::string::npos) {
         return conninfo; // a bare database name, as libpq reads one: nothing secret in it
     }
-    OptionsPtr opts = parse_conninfo(conninfo);
+    const auto opts = parse_conninfo(conninfo);
     if (!opts) {
         return "(a connection string libpq cannot parse; not shown, it may hold a password)";
     }
@@ -230,10 +220,11 @@ std::string redact_conninfo(const std::string &conninfo) {
         std::string out = scheme != std::string::npos ? redact_pg_url(conninfo, scheme) : redact_pg_keywords(conninfo);
         // Sound when libpq, reading the result, finds "***" (or nothing) wherever a password
         // goes; the password's text may still appear as a user or database name, which is fine.
-        OptionsPtr check = parse_conninfo(out);
-        bool sound = static_cast<bool>(check);
-        for (const PQconninfoOption *o = check.get(); sound && o->keyword != nullptr; ++o) {
-            sound = !(is_secret_key(o->keyword) && o->val != nullptr && std::string(o->val) != "***");
+        const auto check = parse_conninfo(out);
+        bool sound = check.has_value();
+        for (size_t i = 0; sound && i < check->size(); ++i) {
+            const auto &[key, val] = (*check)[i];
+            sound = !(is_secret_key(key) && val && *val != "***");
         }
         if (sound) {
             return out;
@@ -242,14 +233,14 @@ std::string redact_conninfo(const std::string &conninfo) {
         // options instead.
     }
     std::string out;
-    for (const PQconninfoOption *o = opts.get(); o->keyword != nullptr; ++o) {
-        if (o->val == nullptr) {
+    for (const auto &[key, val] : *opts) {
+        if (!val) {
             continue;
         }
         if (!out.empty()) {
             out += ' ';
         }
-        out += std::string(o->keyword) + "=" + (is_secret_key(o->keyword) ? std::string("***") : quote_value(o->val));
+        out += key + "=" + (is_secret_key(key) ? std::string("***") : quote_value(*val));
     }
     return out;
 }

@@ -747,12 +747,7 @@ void Relay::idle_wait(int timeout_ms) {
         // A notification read by libpq during the last step sits in its buffer, where poll()
         // cannot see it: look there first.
         if (listening_ && pg_[0] && pg_[0]->ok()) {
-            bool notified = false;
-            while (PGnotify *nt = PQnotifies(pg_[0]->raw())) {
-                notified = true;
-                PQfreemem(nt);
-            }
-            if (notified && !blocked_) {
+            if (pg_[0]->take_notifications() && !blocked_) {
                 return;
             }
         }
@@ -773,16 +768,11 @@ void Relay::idle_wait(int timeout_ms) {
             return;
         }
         if (pg_index >= 0 && (fds[pg_index].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-            if (PQconsumeInput(pg_[0]->raw()) == 0) {
+            if (!pg_[0]->consume_input()) {
                 log(LogLevel::warn, "PostgreSQL connection lost while idle");
                 return; // the next step reconnects
             }
-            bool notified = false;
-            while (PGnotify *nt = PQnotifies(pg_[0]->raw())) {
-                notified = true;
-                PQfreemem(nt);
-            }
-            if (notified && !blocked_) {
+            if (pg_[0]->take_notifications() && !blocked_) {
                 return;
             }
         }
