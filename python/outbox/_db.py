@@ -261,6 +261,16 @@ class _Owned(_Driver):
     def ptr(self) -> int:
         return int(self.conn._handle().pgconn())
 
+    # A connection the library owns and found lost (UNKNOWN) is opened again by the library at the
+    # next BEGIN or ROLLBACK (outbox_db_exec), through its conninfo's host list: send them then too.
+    def begin(self, db: "_native.Db") -> None:
+        if db.tx_state() in (TxState.IDLE, TxState.UNKNOWN):
+            db.exec("BEGIN")
+
+    def rollback(self, db: "_native.Db") -> None:
+        if db.tx_state() != TxState.IDLE:
+            db.exec("ROLLBACK")
+
 
 def _refuse_async(conn: Any) -> None:
     """An asyncio connection (psycopg's AsyncConnection, asyncpg) is driven by its event loop:
