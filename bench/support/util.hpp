@@ -1,0 +1,45 @@
+// The small things every part of the bench uses: the clock, errors, interruption, numbers as text.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b);
+// The steady clock in nanoseconds: the time stamps compared across threads (L, X).
+int64_t now_ns();
+int64_t ns_of(Clock::time_point t);
+
+// Every failure of the harness is an exception with this message; main prints it and exits 1.
+[[noreturn]] void die(const std::string &msg);
+
+// Set by SIGINT and SIGTERM; long loops call check_interrupt() (or test it) and stop.
+extern std::atomic<bool> g_interrupted;
+extern "C" void on_signal(int);
+void check_interrupt();
+
+std::string env_or(const char *name, const char *fallback);
+// The servers, from OUTBOX_PG_URL and OUTBOX_AMQP_URL (default: the scripts/services.sh endpoints).
+std::string pg_url_from_env();
+std::string amqp_url_from_env();
+
+long peak_rss_kib();
+// CPU time of this process (all threads), user + system.
+double cpu_seconds();
+
+std::string fixed(double v, int decimals);
+std::string rate_str(double r);
+const char *verdict(bool pass);
+double percentile(std::vector<double> v, double p);
+double median(std::vector<double> v);
+
+// An integer option value in [lo, hi], or die() naming the option.
+long parse_long(const std::string &opt, const char *v, long lo, long hi);
+
+} // namespace bench
