@@ -38,26 +38,17 @@ class Background {
         : run_(run), o_(o), cfg_(cfg), cname_(std::move(cname)) {
         // Two competing consumers of the one queue (same consumer name, so one inbox): a single one
         // handling one transaction per event falls behind 50% of the relay's rate on 2 cores.
-        consumer_ = std::thread([this] {
+        consumers_.start([this] {
             std::thread second([this] { consume(); });
             consume();
             second.join();
         });
-        purger_ = std::thread([this] { purge(); });
+        purger_.start([this] { purge(); });
     }
-    ~Background() { stop(); }
-    Background(const Background &) = delete;
-    Background &operator=(const Background &) = delete;
 
     void stop() {
-        stop_consumer_.store(true);
-        stop_purge_.store(true);
-        if (consumer_.joinable()) {
-            consumer_.join();
-        }
-        if (purger_.joinable()) {
-            purger_.join();
-        }
+        consumers_.stop();
+        purger_.stop();
     }
     void fail(const std::string &msg) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -83,7 +74,7 @@ class Background {
             outbox_consumer_new(&c, cfg_, cname_.c_str()) != OUTBOX_OK) {
             fail(outbox_last_error());
         }
-        while (!failed_.load() && !stop_consumer_.load()) {
+        while (!failed_.load() && !consumers_.stopping()) {
             outbox_message *m = nullptr;
             const outbox_status st = outbox_consumer_next(&m, c, 200);
             if (st == OUTBOX_ERR_TIMEOUT) {
@@ -108,9 +99,9 @@ class Background {
             return;
         }
         auto next = Clock::now();
-        while (!stop_purge_.load() && purge_error_.empty()) {
+        while (!purger_.stopping() && purge_error_.empty()) {
             next += std::chrono::milliseconds(static_cast<int64_t>(o_.health_purge_s * 1000));
-            while (!stop_purge_.load() && Clock::now() < next) {
+            while (!purger_.stopping() && Clock::now() < next) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
             int64_t n1 = 0, n2 = 0;
@@ -128,11 +119,11 @@ class Background {
     const Options &o_;
     outbox_config *cfg_;
     std::string cname_;
-    std::atomic<bool> stop_consumer_{false}, stop_purge_{false}, failed_{false};
+    std::atomic<bool> failed_{false};
     std::atomic<long> handled_{0};
     std::mutex mu_;
     std::string consumer_error_, purge_error_;
-    std::thread consumer_, purger_;
+    Worker consumers_, purger_; // last: joined before the rest goes
 };
 
 // Samples the four tables' sizes while the writers write, and once more when they have stopped.

@@ -24,17 +24,16 @@ namespace {
 struct ArrivalRecorder {
     std::mutex mu;
     std::vector<std::pair<long, int64_t>> got; // (index, steady ns)
-    std::atomic<bool> stop{false};
     std::string error;
-    std::thread th;
+    Worker worker; // last: joined before the rest goes
 
     void start(const Run &run) {
-        th = std::thread([this, url = run.amqp_url, queue = run.queue] {
+        worker.start([this, url = run.amqp_url, queue = run.queue] {
             try {
                 Amqp c(url, 0);
                 c.consume(queue);
                 Amqp::Delivery d;
-                while (!stop.load()) {
+                while (!worker.stopping()) {
                     if (!c.next(d, 100)) {
                         continue;
                     }
@@ -56,12 +55,7 @@ struct ArrivalRecorder {
         out.swap(got);
         return out;
     }
-    void finish() {
-        stop.store(true);
-        if (th.joinable()) {
-            th.join();
-        }
-    }
+    void finish() { worker.stop(); }
 };
 
 struct LatPoint {

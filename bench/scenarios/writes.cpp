@@ -34,24 +34,16 @@ class Listener {
   public:
     explicit Listener(const Run &run) : pg_(run.pg_url) {
         pg_.exec("LISTEN \"" + run.channel + "\"");
-        th_ = std::thread([this] { loop(); });
+        worker_.start([this] { loop(); });
     }
-    ~Listener() { stop(); }
-    Listener(const Listener &) = delete;
-    Listener &operator=(const Listener &) = delete;
-    void stop() {
-        stop_.store(true);
-        if (th_.joinable()) {
-            th_.join();
-        }
-    }
+    void stop() { worker_.stop(); }
     [[nodiscard]] long received() const { return notifications_.load(); }
     std::string error; // read after stop()
 
   private:
     void loop() {
         PGconn *c = pg_.raw();
-        while (!stop_.load()) {
+        while (!worker_.stopping()) {
             pollfd p{PQsocket(c), POLLIN, 0};
             if (poll(&p, 1, 50) > 0) {
                 if (PQconsumeInput(c) == 0) {
@@ -66,9 +58,8 @@ class Listener {
         }
     }
     Pg pg_;
-    std::atomic<bool> stop_{false};
     std::atomic<long> notifications_{0};
-    std::thread th_;
+    Worker worker_; // last: joined before the rest goes
 };
 
 // What one writer thread of a slice does: `count` transactions, their latencies into `lat`.

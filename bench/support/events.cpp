@@ -1,30 +1,40 @@
 #include "events.hpp"
 
+#include <string_view>
+
 namespace bench {
 
 void envelope(std::string &out, const std::string &id, const char *event_type, const std::string &aggregate_id,
               const char *aggregate_type, const char *operation, const std::string &payload, const char *metadata,
               const char *user, const std::string &created_at) {
+    struct Field {
+        const char *key;
+        std::string_view value;
+        bool quoted; // a string; else JSON as it is (PAYLOAD, METADATA)
+    };
+    const Field fields[] = {{"OUTBOX_ID", id, true},
+                            {"EVENT_TYPE", event_type, true},
+                            {"AGGREGATE_ID", aggregate_id, true},
+                            {"AGGREGATE_TYPE", aggregate_type, true},
+                            {"OPERATION", operation, true},
+                            {"PAYLOAD", payload, false},
+                            {"METADATA", metadata, false},
+                            {"USER", user, true},
+                            {"CREATED_AT", created_at, true}};
     out.clear();
-    out += "{\"OUTBOX_ID\":\"";
-    out += id;
-    out += "\",\"EVENT_TYPE\":\"";
-    out += event_type;
-    out += "\",\"AGGREGATE_ID\":\"";
-    out += aggregate_id;
-    out += "\",\"AGGREGATE_TYPE\":\"";
-    out += aggregate_type;
-    out += "\",\"OPERATION\":\"";
-    out += operation;
-    out += "\",\"PAYLOAD\":";
-    out += payload;
-    out += ",\"METADATA\":";
-    out += metadata;
-    out += ",\"USER\":\"";
-    out += user;
-    out += "\",\"CREATED_AT\":\"";
-    out += created_at;
-    out += "\"}";
+    char sep = '{';
+    for (const Field &f : fields) {
+        out += sep;
+        out += '"';
+        out += f.key;
+        out += f.quoted ? "\":\"" : "\":";
+        out += f.value;
+        if (f.quoted) {
+            out += '"';
+        }
+        sep = ',';
+    }
+    out += '}';
 }
 
 void Message::build(const Generator &g, long i) {
@@ -51,37 +61,25 @@ void load_backlog(Pg &pg, const std::string &table, const std::string &aggregate
                    g.aggregate_id(agg, i);
                    g.payload(payload, i);
                    g.created_sql(created, i);
-                   buf += id;
-                   buf += '\t';
-                   buf += g.event_type(i);
-                   buf += '\t';
-                   buf += Generator::aggregate_type();
-                   buf += '\t';
-                   buf += agg;
-                   buf += '\t';
-                   buf += std::to_string(g.seq_of(i));
-                   buf += '\t';
-                   buf += g.operation(i);
-                   buf += '\t';
-                   buf += payload;
-                   buf += '\t';
-                   buf += Generator::metadata();
-                   buf += '\t';
-                   buf += Generator::user();
-                   buf += '\t';
-                   buf += created;
-                   buf += '\t';
-                   buf += created;
-                   buf += '\n';
+                   const std::string seq = std::to_string(g.seq_of(i));
+                   const std::string_view columns[] = {
+                       id,      g.event_type(i),       Generator::aggregate_type(), agg,     seq,    g.operation(i),
+                       payload, Generator::metadata(), Generator::user(),           created, created};
+                   for (const std::string_view c : columns) {
+                       buf += c;
+                       buf += '\t';
+                   }
+                   buf.back() = '\n';
                    ++i;
                    return i < g.count;
                });
-    pg.exec("INSERT INTO " + aggregates_table +
-            " (aggregate_type, aggregate_id, last_seq) SELECT aggregate_type, aggregate_id, max(seq) FROM " + table +
-            " WHERE aggregate_id LIKE '" + std::string(1, g.prefix) +
-            "%' GROUP BY 1, 2 ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq ="
-            " greatest(EXCLUDED.last_seq, " +
-            aggregates_table + ".last_seq)");
+    pg.query("INSERT INTO " + aggregates_table +
+                 " (aggregate_type, aggregate_id, last_seq) SELECT aggregate_type, aggregate_id, max(seq) FROM " +
+                 table +
+                 " WHERE aggregate_id LIKE $1 GROUP BY 1, 2 ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE"
+                 " SET last_seq = greatest(EXCLUDED.last_seq, " +
+                 aggregates_table + ".last_seq)",
+             {std::string(1, g.prefix) + "%"});
     pg.exec("COMMIT");
     // As a backlog that built up over time would be: hint bits set, statistics known, nothing left
     // for a checkpoint to write in the middle of the measurement.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 namespace bench {
@@ -106,93 +107,91 @@ struct Given {
          windows = false, scale = false, lat = false, health = false;
 };
 
-// One option with its value (value() takes the next argument); false when `a` is no option.
-template <class Value> bool parse_one(Options &o, Given &set, const std::string &a, Value value) {
-    if (a == "--events") {
-        o.events = parse_long(a, value(), 1, 100000000);
-        set.events = true;
-    } else if (a == "--drain-sizes") {
-        o.drain_sizes = parse_list(a, value(), 1, 100000000);
-        set.drains = true;
-    } else if (a == "--sweep-events") {
-        o.sweep_events = parse_long(a, value(), 1, 100000000);
-        set.sweep = true;
-    } else if (a == "--sweep-batches") {
-        o.sweep_batches = parse_list(a, value(), 1, 100000);
-        set.batches = true;
-    } else if (a == "--sweep-windows") {
-        o.sweep_windows = parse_list(a, value(), 1, 65535);
-        set.windows = true;
-    } else if (a == "--scale-events") {
-        o.scale_events = parse_long(a, value(), 1, 100000000);
-        set.scale = true;
-    } else if (a == "--scale-per-aggregate") {
-        o.scale_per_aggregate = static_cast<int>(parse_long(a, value(), 1, 1000000));
-    } else if (a == "--scale-relays") {
-        o.scale_relays = parse_list(a, value(), 1, 64);
-    } else if (a == "--latency-seconds") {
-        o.latency_seconds = parse_double(a, value(), 0.5, 3600);
-        set.lat = true;
-    } else if (a == "--health-minutes") {
-        o.health_minutes = parse_double(a, value(), 0, 24 * 60);
-        set.health = true;
-    } else if (a == "--health-age-s") {
-        o.health_age_s = static_cast<int>(parse_long(a, value(), 1, 86400));
-    } else if (a == "--payload-bytes") {
-        o.payload_bytes = static_cast<int>(parse_long(a, value(), 64, 1 << 20));
-    } else if (a == "--w-payload-bytes") {
-        o.w_payload_bytes = static_cast<int>(parse_long(a, value(), 64, 1 << 20));
-    } else if (a == "--queue-type") {
-        o.queue_type = value();
-        if (o.queue_type != "classic" && o.queue_type != "quorum") {
-            die("--queue-type: expected classic or quorum, got '" + o.queue_type + "'");
-        }
-    } else if (a == "--window") {
-        o.window = static_cast<int>(parse_long(a, value(), 1, 65535));
-    } else if (a == "--batch-size") {
-        o.batch_size = static_cast<int>(parse_long(a, value(), 1, 100000));
-    } else if (a == "--per-aggregate") {
-        o.per_aggregate = static_cast<int>(parse_long(a, value(), 1, 1000000));
-    } else if (a == "--seed-events") {
-        o.seed_events = parse_long(a, value(), 1, 100000000);
-    } else if (a == "--consume-events") {
-        o.consume_events = parse_long(a, value(), 1, 100000000);
-    } else if (a == "--w1-events") {
-        o.w1_events = parse_long(a, value(), 1, 100000000);
-    } else if (a == "--writers") {
-        o.writers = static_cast<int>(parse_long(a, value(), 1, 256));
-    } else if (a == "--writes") {
-        o.writes = parse_long(a, value(), 1, 100000000);
-        set.writes = true;
-    } else if (a == "--w-slices") {
-        o.w_slices = static_cast<int>(parse_long(a, value(), 1, 1000));
-        set.slices = true;
-    } else if (a == "--outbox-cli") {
-        o.outbox_cli = value();
-    } else if (a == "--drain-bin") {
-        o.drain_bin = value();
-    } else if (a == "--bindings-python") {
-        o.bindings_python_json = value();
-    } else if (a == "--bindings-node") {
-        o.bindings_node_json = value();
-    } else if (a == "--quick") {
-        o.quick = true;
-    } else if (a == "--only") {
-        o.only = value();
-    } else if (a == "--json") {
-        o.json_file = value();
-    } else if (a == "--md") {
-        o.md_file = value();
-    } else if (a == "--steps-csv") {
-        o.steps_csv = value();
-    } else if (a == "--keep") {
-        o.keep = true;
-    } else if (a == "--enforce-target") {
-        o.enforce_target = true;
-    } else {
-        return false;
-    }
-    return true;
+// One option: what its value does to the options, and which size it gives (--quick leaves those).
+struct Opt {
+    const char *name;
+    bool takes_value;
+    bool Given::*given;
+    std::function<void(Options &o, const std::string &name, const char *value)> apply;
+};
+
+Opt number(const char *name, long Options::*f, long lo, long hi, bool Given::*given = nullptr) {
+    return {name, true, given,
+            [=](Options &o, const std::string &a, const char *v) { o.*f = parse_long(a, v, lo, hi); }};
+}
+
+Opt number(const char *name, int Options::*f, long lo, long hi, bool Given::*given = nullptr) {
+    return {name, true, given, [=](Options &o, const std::string &a, const char *v) {
+                o.*f = static_cast<int>(parse_long(a, v, lo, hi));
+            }};
+}
+
+Opt number(const char *name, double Options::*f, double lo, double hi, bool Given::*given) {
+    return {name, true, given,
+            [=](Options &o, const std::string &a, const char *v) { o.*f = parse_double(a, v, lo, hi); }};
+}
+
+Opt numbers(const char *name, std::vector<long> Options::*f, long lo, long hi, bool Given::*given = nullptr) {
+    return {name, true, given,
+            [=](Options &o, const std::string &a, const char *v) { o.*f = parse_list(a, v, lo, hi); }};
+}
+
+Opt text(const char *name, std::string Options::*f) {
+    return {name, true, nullptr, [=](Options &o, const std::string &, const char *v) { o.*f = v; }};
+}
+
+Opt flag(const char *name, bool Options::*f) {
+    return {name, false, nullptr, [=](Options &o, const std::string &, const char *) { o.*f = true; }};
+}
+
+Opt queue_type() {
+    return {"--queue-type", true, nullptr, [](Options &o, const std::string &, const char *v) {
+                o.queue_type = v;
+                if (o.queue_type != "classic" && o.queue_type != "quorum") {
+                    die("--queue-type: expected classic or quorum, got '" + o.queue_type + "'");
+                }
+            }};
+}
+
+const std::vector<Opt> &option_table() {
+    constexpr long many = 100000000;
+    static const std::vector<Opt> opts = {
+        number("--events", &Options::events, 1, many, &Given::events),
+        numbers("--drain-sizes", &Options::drain_sizes, 1, many, &Given::drains),
+        number("--sweep-events", &Options::sweep_events, 1, many, &Given::sweep),
+        numbers("--sweep-batches", &Options::sweep_batches, 1, 100000, &Given::batches),
+        numbers("--sweep-windows", &Options::sweep_windows, 1, 65535, &Given::windows),
+        number("--scale-events", &Options::scale_events, 1, many, &Given::scale),
+        number("--scale-per-aggregate", &Options::scale_per_aggregate, 1, 1000000),
+        numbers("--scale-relays", &Options::scale_relays, 1, 64),
+        number("--latency-seconds", &Options::latency_seconds, 0.5, 3600, &Given::lat),
+        number("--health-minutes", &Options::health_minutes, 0, 24 * 60, &Given::health),
+        number("--health-age-s", &Options::health_age_s, 1, 86400),
+        number("--payload-bytes", &Options::payload_bytes, 64, 1 << 20),
+        number("--w-payload-bytes", &Options::w_payload_bytes, 64, 1 << 20),
+        queue_type(),
+        number("--window", &Options::window, 1, 65535),
+        number("--batch-size", &Options::batch_size, 1, 100000),
+        number("--per-aggregate", &Options::per_aggregate, 1, 1000000),
+        number("--seed-events", &Options::seed_events, 1, many),
+        number("--consume-events", &Options::consume_events, 1, many),
+        number("--w1-events", &Options::w1_events, 1, many),
+        number("--writers", &Options::writers, 1, 256),
+        number("--writes", &Options::writes, 1, many, &Given::writes),
+        number("--w-slices", &Options::w_slices, 1, 1000, &Given::slices),
+        text("--outbox-cli", &Options::outbox_cli),
+        text("--drain-bin", &Options::drain_bin),
+        text("--bindings-python", &Options::bindings_python_json),
+        text("--bindings-node", &Options::bindings_node_json),
+        flag("--quick", &Options::quick),
+        text("--only", &Options::only),
+        text("--json", &Options::json_file),
+        text("--md", &Options::md_file),
+        text("--steps-csv", &Options::steps_csv),
+        flag("--keep", &Options::keep),
+        flag("--enforce-target", &Options::enforce_target),
+    };
+    return opts;
 }
 
 void apply_quick(Options &o, const Given &set) {
@@ -251,9 +250,15 @@ Options parse_options(int argc, char **argv, const std::vector<Scenario> &table)
             usage(stdout, table);
             std::exit(0);
         }
-        if (!parse_one(o, set, a, value)) {
+        const auto &opts = option_table();
+        const auto opt = std::find_if(opts.begin(), opts.end(), [&](const Opt &x) { return a == x.name; });
+        if (opt == opts.end()) {
             usage(stderr, table);
             die("unknown option " + a);
+        }
+        opt->apply(o, a, opt->takes_value ? value() : nullptr);
+        if (opt->given != nullptr) {
+            set.*(opt->given) = true;
         }
     }
     if (o.quick) {

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -38,6 +40,28 @@ std::string rate_str(double r);
 const char *verdict(bool pass);
 double percentile(std::vector<double> v, double p);
 double median(std::vector<double> v);
+
+// A thread that runs until asked to stop: start(fn) runs fn, whose loop ends once stopping() is
+// true; stop() asks and joins (the destructor too, so declare a Worker after what its thread uses).
+class Worker {
+  public:
+    Worker() = default;
+    ~Worker() { stop(); }
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
+    template <class F> void start(F fn) { th_ = std::thread(std::move(fn)); }
+    [[nodiscard]] bool stopping() const { return stop_.load(); }
+    void stop() {
+        stop_.store(true);
+        if (th_.joinable()) {
+            th_.join();
+        }
+    }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::thread th_;
+};
 
 // An integer option value in [lo, hi], or die() naming the option.
 long parse_long(const std::string &opt, const char *v, long lo, long hi);
