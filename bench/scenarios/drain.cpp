@@ -56,7 +56,7 @@ Row drain_backlog(Bench &b, long n, uint16_t code, Json &series) {
     m.value = fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB";
     if (n >= 1000000) {
         m.target = "< 64 MiB";
-        m.verdict = verdict(r.peak_rss_kib < 64 * 1024);
+        m.verdict = verdict(r.peak_rss_kib < 64L * 1024);
     }
     add_figure(run, m);
     series.push(
@@ -69,14 +69,10 @@ Row drain_backlog(Bench &b, long n, uint16_t code, Json &series) {
 void scenario_drain(Bench &b) {
     Run &run = b.run;
     Json series = Json::array();
-    size_t first_idx = 0;
+    const size_t first_idx = run.rows.size(); // the row of the first backlog (the smallest by default)
     uint16_t code = 0x0020;
     for (long n : b.o.drain_sizes) {
-        Row r = drain_backlog(b, n, code++, series);
-        run.rows.push_back(r);
-        if (code == 0x0021) {
-            first_idx = run.rows.size() - 1;
-        }
+        run.rows.push_back(drain_backlog(b, n, code++, series));
         b.admin.purge(run.queue);
         std::this_thread::sleep_for(std::chrono::seconds(1));
     }

@@ -156,7 +156,7 @@ std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
     rm.what = "maximum end-to-end rate: " + std::to_string(o.writers) +
               " unpaced writers (one event per transaction), relay daemon, consumer";
     rm.events = mx.written;
-    rm.seconds = mx.written / std::max(1.0, mx.achieved);
+    rm.seconds = static_cast<double>(mx.written) / std::max(1.0, mx.achieved);
     run.rows.push_back(rm);
     for (double load : o.latency_loads) {
         for (int notify = 0; notify < 2; ++notify) {

@@ -171,7 +171,7 @@ void Amqp::consume(const std::string &queue) {
 bool Amqp::next(Delivery &d, int timeout_ms) {
     amqp_maybe_release_buffers(c_);
     amqp_envelope_t env{};
-    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    timeval tv{timeout_ms / 1000, static_cast<suseconds_t>(timeout_ms % 1000) * 1000};
     amqp_rpc_reply_t r = amqp_consume_message(c_, &env, &tv, 0);
     if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT) {
         return false;

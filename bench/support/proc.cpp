@@ -86,6 +86,7 @@ Proc spawn_proc(const std::vector<std::string> &args, int pipe_fd, const std::st
         posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     }
     std::vector<char *> argv;
+    argv.reserve(args.size() + 1);
     for (const auto &a : args) {
         argv.push_back(const_cast<char *>(a.c_str()));
     }

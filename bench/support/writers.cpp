@@ -99,13 +99,14 @@ PacedWrites paced_writes(const Run &run, const Options &o, bool notify, double r
     std::string payload;
     pl.payload(payload, 0);
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(o.writers));
     for (int w = 0; w < o.writers; ++w) {
         threads.emplace_back([&, w] {
             auto &err = errors[static_cast<size_t>(w)];
             WriterConn c;
             err = c.open(run, notify, {{"aggregate_type", "PRD"}, {"operation", "PUT"}, {"payload", payload}});
             if (!err.empty()) {
-                err = "writer setup: " + err;
+                err.insert(0, "writer setup: ");
             } else {
                 start.arrive_and_wait();
                 paced_writer(c, plan, id_of, w, o.writers, pw, err);
