@@ -1,0 +1,85 @@
+// K: the bindings' per-write cost, from the JSON that python/bench_write.py and node/bench/write.js
+// wrote in this run (bench/run runs them and passes --bindings-python, --bindings-node), each against
+// its C reference bench/write_c measured in interleaved rounds. Targets: Python <= 1.2 x C, Node
+// (await db.write) <= 1.3 x C.
+#include "../scenarios.hpp"
+
+#include <exception>
+
+namespace bench {
+
+namespace {
+
+Json load(const std::string &file) {
+    try {
+        return Json::parse_file(file);
+    } catch (const std::exception &e) {
+        die(std::string("K: ") + e.what());
+    }
+}
+
+} // namespace
+
+void scenario_bindings(Bench &b) {
+    Run &run = b.run;
+    const Options &o = b.o;
+    struct Src {
+        const char *lang;
+        std::string file;
+        double target;
+        std::vector<std::pair<const char *, const char *>> paths; // json key, description
+    };
+    const Src srcs[] = {
+        {"Python",
+         o.bindings_python_json,
+         1.2,
+         {{"lent", "outbox.write(conn, ...) on a lent psycopg connection"},
+          {"owned", "db.write(...) on an outbox.Db"}}},
+        {"Node",
+         o.bindings_node_json,
+         1.3,
+         {{"addon", "await db.write(event), owned connection"},
+          {"addonMany", "await db.writeMany(events)"},
+          {"pg", "await outbox.write(pgClient, event), node-postgres"}}},
+    };
+    Json series = Json::array();
+    for (const auto &s : srcs) {
+        if (s.file.empty()) {
+            progress(std::string("K: no ") + s.lang + " figures given (--bindings-" +
+                     (s.lang[0] == 'P' ? "python" : "node") + "), skipped");
+            continue;
+        }
+        const Json j = load(s.file);
+        const double c = j.number_at("us_per_write", "c");
+        expect(run, c > 0, std::string("K: ") + s.lang + " figures include the C reference");
+        bool first = true;
+        for (const auto &[k, desc] : s.paths) {
+            const double v = j.number_at("us_per_write", k);
+            expect(run, v > 0, std::string("K: ") + s.lang + " figures include " + k);
+            if (v <= 0 || c <= 0) {
+                continue;
+            }
+            Figure f;
+            f.section = "7 bindings";
+            f.name = std::string(s.lang) + ": " + desc;
+            f.value = fixed(v, 1) + " us/write";
+            f.baseline = "C outbox_write " + fixed(c, 1) + " us/write";
+            f.ratio = v / c;
+            if (first) {
+                f.target = "≤ " + fixed(s.target, 1) + "x";
+                f.verdict = verdict(f.ratio <= s.target);
+            }
+            first = false;
+            add_figure(run, f);
+            series.push(Json::object()
+                            .str("lang", s.lang)
+                            .str("path", k)
+                            .num("us_per_write", v, 2)
+                            .num("c_us_per_write", c, 2));
+        }
+    }
+    run.series["bindings"] = series;
+    b.phase("K");
+}
+
+} // namespace bench

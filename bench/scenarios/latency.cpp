@@ -1,0 +1,230 @@
+// L: end-to-end latency. --writers threads commit one event per transaction; first unpaced (the
+// maximum rate), then paced at 25%, 50% and 80% of it for --latency-seconds each, with write.notify
+// off and on, interleaved; then off with the relay at --poll-interval-ms 5. Latency: the steady
+// clock when a plain AMQP consumer in this process receives the message minus when the writer's
+// COMMIT returned. The relay is one `outbox relay` daemon with its defaults. Target at 50% load:
+// p50 <= 5 ms, p99 <= 25 ms.
+#include "../scenarios.hpp"
+
+#include "../support/proc.hpp"
+#include "../support/writers.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace bench {
+
+namespace {
+
+// A plain consumer on the bench queue recording when each event arrived, by the index in its
+// aggregate id ("l<index>").
+struct ArrivalRecorder {
+    std::mutex mu;
+    std::vector<std::pair<long, int64_t>> got; // (index, steady ns)
+    std::string error;
+    Worker worker; // last: joined before the rest goes
+
+    void start(const Run &run) {
+        worker.start([this, url = run.amqp_url, queue = run.queue] {
+            try {
+                Amqp c(url, 0);
+                c.consume(queue);
+                Amqp::Delivery d;
+                while (!worker.stopping()) {
+                    if (!c.next(d, 100)) {
+                        continue;
+                    }
+                    const int64_t t = now_ns();
+                    if (d.aggregate_id.size() > 1 && d.aggregate_id[0] == 'l') {
+                        const long idx = std::strtol(d.aggregate_id.c_str() + 1, nullptr, 10);
+                        std::lock_guard<std::mutex> lk(mu);
+                        got.emplace_back(idx, t);
+                    }
+                }
+            } catch (const std::exception &e) {
+                error = e.what();
+            }
+        });
+    }
+    std::vector<std::pair<long, int64_t>> take() {
+        std::lock_guard<std::mutex> lk(mu);
+        std::vector<std::pair<long, int64_t>> out;
+        out.swap(got);
+        return out;
+    }
+    void finish() { worker.stop(); }
+};
+
+struct LatPoint {
+    std::string mode;
+    double load = 0, offered = 0, achieved = 0;
+    long written = 0, received = 0;
+    double p50 = 0, p99 = 0, p999 = 0, max = 0;
+};
+
+// One load point: paced writes of events base..base+n, then wait until the consumer saw them all.
+LatPoint latency_point(Run &run, const Options &o, ArrivalRecorder &rec, const std::string &mode, bool notify,
+                       double load, double rate, double seconds, long &base) {
+    const long cap = rate > 0 ? static_cast<long>(rate * seconds) : static_cast<long>(seconds * 50000);
+    const long b0 = base;
+    base += cap;
+    rec.take(); // anything left over belongs to earlier points
+    PacedWrites pw = paced_writes(run, o, notify, rate, seconds, cap, [b0](std::string &out, long k) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "l%010ld", b0 + k);
+        out.assign(buf);
+    });
+    std::vector<int64_t> recv(static_cast<size_t>(cap), 0);
+    long received = 0;
+    const auto wait0 = Clock::now();
+    while (received < pw.written && seconds_between(wait0, Clock::now()) < 30 && rec.error.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (const auto &[idx, t] : rec.take()) {
+            const long k = idx - b0;
+            if (k >= 0 && k < cap && recv[static_cast<size_t>(k)] == 0) {
+                recv[static_cast<size_t>(k)] = t;
+                ++received;
+            }
+        }
+    }
+    if (!rec.error.empty()) {
+        die("L: consumer: " + rec.error);
+    }
+    std::vector<double> lat;
+    lat.reserve(static_cast<size_t>(received));
+    for (long k = 0; k < cap; ++k) {
+        if (recv[static_cast<size_t>(k)] != 0 && pw.commit_ns[static_cast<size_t>(k)] != 0) {
+            lat.push_back(static_cast<double>(recv[static_cast<size_t>(k)] - pw.commit_ns[static_cast<size_t>(k)]) /
+                          1e6);
+        }
+    }
+    LatPoint p;
+    p.mode = mode;
+    p.load = load;
+    p.offered = rate;
+    p.written = pw.written;
+    p.received = received;
+    p.achieved = pw.seconds > 0 ? static_cast<double>(pw.written) / pw.seconds : 0;
+    p.p50 = percentile(lat, 50);
+    p.p99 = percentile(lat, 99);
+    p.p999 = percentile(lat, 99.9);
+    p.max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+    expect(run, received == pw.written,
+           "L " + mode + " at " + fixed(load * 100, 0) + "%: every committed event reached the consumer (" +
+               std::to_string(received) + " of " + std::to_string(pw.written) + ")");
+    progress("L " + mode + " at " + (load > 0 ? fixed(load * 100, 0) + "%" : std::string("max")) + ": " +
+             fixed(p.achieved, 0) + " events/s written, p50 " + fixed(p.p50, 2) + " ms, p99 " + fixed(p.p99, 2) +
+             " ms, p99.9 " + fixed(p.p999, 2) + " ms");
+    return p;
+}
+
+Json percentiles_json(const LatPoint &p) {
+    Json j = Json::object().num("p50_ms", p.p50, 3).num("p99_ms", p.p99, 3);
+    return j.num("p999_ms", p.p999, 3).num("max_ms", p.max, 3);
+}
+
+// The maximum rate first (its row L-max), then each load point with notify off and on, and the
+// poll-5-ms point: every point measured, with the relay daemon and the consumer running.
+std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
+    reset_outbox(pg, run);
+    pg.exec("CHECKPOINT");
+    ArrivalRecorder rec;
+    rec.start(run);
+    long base = 0;
+    auto daemon = start_daemon(run, "bench-latency", {});
+    std::vector<LatPoint> points;
+    struct Stop {
+        ArrivalRecorder &rec;
+        std::unique_ptr<Daemon> &d;
+        ~Stop() {
+            rec.finish();
+            if (d) {
+                stop_daemon(*d);
+            }
+        }
+    } stop{rec, daemon};
+    std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the relay connects
+    progress("L: maximum rate: " + std::to_string(o.writers) + " unpaced writers for " +
+             fixed(o.latency_max_seconds, 0) + " s, with the relay daemon (defaults) and a consumer running");
+    LatPoint mx = latency_point(run, o, rec, "notify off", false, 0, 0, o.latency_max_seconds, base);
+    run.max_rate = mx.achieved;
+    Row rm;
+    rm.key = "L-max";
+    rm.what = "maximum end-to-end rate: " + std::to_string(o.writers) +
+              " unpaced writers (one event per transaction), relay daemon, consumer";
+    rm.events = mx.written;
+    rm.seconds = static_cast<double>(mx.written) / std::max(1.0, mx.achieved);
+    run.rows.push_back(rm);
+    for (double load : o.latency_loads) {
+        for (int notify = 0; notify < 2; ++notify) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            points.push_back(latency_point(run, o, rec, notify ? "notify on" : "notify off", notify != 0, load,
+                                           load * run.max_rate, o.latency_seconds, base));
+            require_alive(*daemon);
+        }
+    }
+    // Which setting reaches p50 <= 5 ms without writer-side NOTIFY: a short polling interval.
+    if (o.latency_poll_diag) {
+        stop_daemon(*daemon);
+        daemon = start_daemon(run, "bench-latency-poll5", {"--poll-interval-ms", "5"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        points.push_back(latency_point(run, o, rec, "notify off, poll 5 ms", false, 0.5, 0.5 * run.max_rate,
+                                       o.latency_seconds, base));
+        require_alive(*daemon);
+    }
+    return points;
+}
+
+} // namespace
+
+void scenario_latency(Bench &b) {
+    Run &run = b.run;
+    const Options &o = b.o;
+    const std::vector<LatPoint> points = measure_points(run, o, b.pg);
+    Json series = Json::array();
+    for (const auto &p : points) {
+        Json s = Json::object().str("mode", p.mode).num("load", p.load, 2).num("offered_per_s", p.offered, 1);
+        s.num("achieved_per_s", p.achieved, 1).integer("written", p.written).integer("received", p.received);
+        series.push(s.merge(percentiles_json(p)));
+        Row r;
+        r.key = "L-" + std::string(p.mode == "notify on" ? "on" : (p.mode == "notify off" ? "off" : "poll5")) + "-" +
+                fixed(p.load * 100, 0);
+        r.what = "latency COMMIT -> consumer, " + p.mode + ", " + fixed(p.load * 100, 0) + "% of max (" +
+                 fixed(p.offered, 0) + "/s offered): p50 " + fixed(p.p50, 2) + " ms, p99 " + fixed(p.p99, 2) +
+                 " ms, p99.9 " + fixed(p.p999, 2) + " ms";
+        r.events = p.written;
+        r.seconds = p.achieved > 0 ? static_cast<double>(p.written) / p.achieved : 0;
+        r.extra = percentiles_json(p).num("load", p.load, 2).num("offered_per_s", p.offered, 1);
+        run.rows.push_back(r);
+        if (p.load == 0.5) {
+            Figure f50, f99;
+            f50.section = f99.section = "4 latency";
+            f50.name = "p50 at 50% load, " + p.mode;
+            f50.value = fixed(p.p50, 2) + " ms";
+            f50.target = "≤ 5 ms";
+            f50.verdict = verdict(p.p50 <= 5);
+            f99.name = "p99 at 50% load, " + p.mode;
+            f99.value = fixed(p.p99, 2) + " ms";
+            f99.target = "≤ 25 ms";
+            f99.verdict = verdict(p.p99 <= 25);
+            f50.baseline = f99.baseline = "max rate " + rate_str(run.max_rate) + " (same run)";
+            add_figure(run, f50);
+            add_figure(run, f99);
+        }
+    }
+    run.series["latency"] = series;
+    run.notes.push_back("L: writers pace commits at 25/50/80% of the maximum rate measured first (" +
+                        rate_str(run.max_rate) +
+                        ": unpaced writers with the relay daemon and a consumer running); latency is from COMMIT "
+                        "returning in the writer to the consumer (a plain AMQP consumer in the same process, same "
+                        "monotonic clock) receiving the message. The relay is `outbox relay` with its defaults "
+                        "(relay.listen=true, relay.poll_interval_ms=1000); \"notify on\" sets write.notify=true in "
+                        "the writers, \"poll 5 ms\" runs the relay with --poll-interval-ms 5 instead");
+    reset_outbox(b.pg, run);
+    b.phase("L");
+}
+
+} // namespace bench

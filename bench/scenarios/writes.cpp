@@ -1,0 +1,310 @@
+// W: write overhead. --writers threads, each its own connection, synchronous_commit on: BEGIN, one
+// prepared INSERT of a business row (a --w-payload-bytes text column), [outbox_write of a payload
+// of the same size], COMMIT. Modes interleaved biz/off/on/on/off/biz in --w-slices slices; TPS and
+// p50/p99 of the transaction (BEGIN sent to COMMIT returned). Target: W-off >= 0.90 x W-biz.
+#include "../scenarios.hpp"
+
+#include "../support/writers.hpp"
+
+#include <outbox.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace bench {
+
+namespace {
+
+// Write modes of W: the business transaction alone, and with outbox_write (write.notify off, on).
+enum class WMode { biz = 0, off = 1, on = 2 };
+const char *wmode_key(WMode m) {
+    return m == WMode::biz ? "W-biz" : (m == WMode::off ? "W-off" : "W-on");
+}
+
+struct WSlice {
+    long txns = 0;
+    double seconds = 0, cpu_s = 0;
+    std::vector<double> latency_ms; // per transaction, BEGIN sent to COMMIT returned
+};
+
+// A LISTEN connection standing in for the relay, draining the run's notifications as they come.
+class Listener {
+  public:
+    explicit Listener(const Run &run) : pg_(run.pg_url) {
+        pg_.exec("LISTEN \"" + run.channel + "\"");
+        worker_.start([this] { loop(); });
+    }
+    void stop() { worker_.stop(); }
+    [[nodiscard]] long received() const { return notifications_.load(); }
+    std::string error; // read after stop()
+
+  private:
+    void loop() {
+        PGconn *c = pg_.raw();
+        while (!worker_.stopping()) {
+            pollfd p{PQsocket(c), POLLIN, 0};
+            if (poll(&p, 1, 50) > 0) {
+                if (PQconsumeInput(c) == 0) {
+                    error = PQerrorMessage(c);
+                    return;
+                }
+                while (PGnotify *n = PQnotifies(c)) {
+                    notifications_.fetch_add(1);
+                    PQfreemem(n);
+                }
+            }
+        }
+    }
+    Pg pg_;
+    std::atomic<long> notifications_{0};
+    Worker worker_; // last: joined before the rest goes
+};
+
+// What one writer thread of a slice does: `count` transactions, their latencies into `lat`.
+struct SliceWriter {
+    const Run &run;
+    WMode mode;
+    int slice, w;
+    long count;
+    const std::string &payload;
+    StartLine &start;
+    std::vector<double> &lat;
+    std::string &error;
+    Clock::time_point &end; // when its last transaction ended (before its connection is closed)
+
+    void operator()() {
+        WriterConn c;
+        error = c.open(run, mode == WMode::on,
+                       {{"aggregate_type", "ORD"},
+                        {"operation", "POST"},
+                        {"payload", payload},
+                        {"metadata", Generator::metadata()},
+                        {"user", Generator::user()}});
+        auto *pgc = c.db != nullptr ? static_cast<PGconn *>(outbox_db_pgconn(c.db)) : nullptr;
+        if (error.empty()) {
+            const std::string insert =
+                "INSERT INTO " + table_of(run, "bench_orders") + " (customer, amount, body) VALUES ($1, $2, $3)";
+            PGresult *prep = PQprepare(pgc, "bench_order", insert.c_str(), 3, nullptr);
+            if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
+                error = std::string("prepare: ") + PQerrorMessage(pgc);
+            }
+            PQclear(prep);
+        }
+        if (error.empty()) {
+            start.arrive_and_wait();
+            write_all(c, pgc);
+        }
+        end = Clock::now();
+        if (!error.empty()) {
+            start.give_up(); // never leave the starter waiting
+        }
+    }
+
+    void write_all(WriterConn &c, PGconn *pgc) {
+        const std::string key = wmode_key(mode);
+        lat.reserve(static_cast<size_t>(count));
+        auto fail = [&](const std::string &what) { error = what + ": " + outbox_last_error(); };
+        char agg[48], customer[48];
+        for (long i = 0; i < count; ++i) {
+            std::snprintf(agg, sizeof agg, "%s%03d-%02d-%09ld", key.c_str(), slice, w, i);
+            std::snprintf(customer, sizeof customer, "c%02d-%09ld", w, i);
+            const auto t0 = Clock::now();
+            if (outbox_db_exec(c.db, "BEGIN") != OUTBOX_OK) {
+                return fail("BEGIN");
+            }
+            const char *vals[3] = {customer, "99.99", payload.c_str()};
+            PGresult *res = PQexecPrepared(pgc, "bench_order", 3, vals, nullptr, nullptr, 0);
+            const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+            PQclear(res);
+            if (!ok) {
+                error = std::string("INSERT: ") + PQerrorMessage(pgc);
+                return;
+            }
+            if (mode != WMode::biz) {
+                if (outbox_event_set(c.ev, "aggregate_id", agg) != OUTBOX_OK) {
+                    return fail("aggregate_id");
+                }
+                if (outbox_write(c.db, c.ev) != OUTBOX_OK) {
+                    return fail("outbox_write");
+                }
+            }
+            if (outbox_db_exec(c.db, "COMMIT") != OUTBOX_OK) {
+                return fail("COMMIT");
+            }
+            lat.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+            if (g_interrupted.load()) {
+                error = "interrupted";
+                return;
+            }
+        }
+    }
+};
+
+// One slice of a write mode: `writes` transactions over o.writers threads, each with its own
+// connection (outbox_db_open). A transaction is one business row (INSERT INTO bench_orders), plus,
+// unless mode is biz, one outbox_write whose payload is that row as JSON.
+WSlice run_writes(Run &run, const Options &o, WMode mode, int slice, long writes) {
+    const bool notify = mode == WMode::on;
+    const std::string key = wmode_key(mode);
+    Listener listener(run);
+    const long per_writer = std::max(1L, writes / o.writers);
+    const long total = per_writer * o.writers;
+    StartLine start;
+    std::vector<std::string> errors(static_cast<size_t>(o.writers));
+    std::vector<std::vector<double>> lat(static_cast<size_t>(o.writers));
+    // The business row's text column and the event payload: the same bytes, w_payload_bytes long.
+    Generator pg_payload;
+    pg_payload.payload_bytes = o.w_payload_bytes;
+    pg_payload.prefix = 'w';
+    pg_payload.aggregates = total;
+    pg_payload.count = total;
+    std::string payload;
+    pg_payload.payload(payload, 0);
+    std::vector<std::thread> threads;
+    std::vector<Clock::time_point> ends(static_cast<size_t>(o.writers));
+    threads.reserve(static_cast<size_t>(o.writers));
+    for (int w = 0; w < o.writers; ++w) {
+        const auto i = static_cast<size_t>(w);
+        threads.emplace_back(SliceWriter{run, mode, slice, w, per_writer, payload, start, lat[i], errors[i], ends[i]});
+    }
+    start.wait_for(o.writers);
+    const double cpu0 = cpu_seconds();
+    const auto t0 = Clock::now();
+    start.release();
+    for (auto &th : threads) {
+        th.join();
+    }
+    const double cpu = cpu_seconds() - cpu0;
+    const Clock::time_point t1 = std::max(t0, *std::max_element(ends.begin(), ends.end()));
+    // Notifications are delivered at commit; give the listener a moment to drain the last ones.
+    for (int k = 0; k < 40 && notify && listener.received() < total; ++k) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    listener.stop();
+    for (const auto &e : errors) {
+        if (!e.empty()) {
+            die(key + ": writer failed: " + e);
+        }
+    }
+    if (!listener.error.empty()) {
+        die(key + ": listener failed: " + listener.error);
+    }
+    const long got = listener.received();
+    expect(run, notify ? got == total : got == 0,
+           key + ": the listener received " + std::to_string(got) + " notification(s), expected " +
+               std::to_string(notify ? total : 0));
+    WSlice ws;
+    ws.txns = total;
+    ws.seconds = seconds_between(t0, t1);
+    ws.cpu_s = cpu;
+    for (auto &v : lat) {
+        ws.latency_ms.insert(ws.latency_ms.end(), v.begin(), v.end());
+    }
+    return ws;
+}
+
+// Every mode's slices summed, and each slice's TPS (for the pairwise ratios).
+struct WSums {
+    WSlice sum[3];
+    std::vector<double> rates[3];
+};
+
+// Slices of the three modes interleaved biz, off, on, on, off, biz, ... so a burst of background
+// I/O (other commits, a checkpoint) lands on every mode alike.
+WSums measure_modes(Run &run, const Options &o, long slice_writes) {
+    WSums s;
+    const WMode fwd[3] = {WMode::biz, WMode::off, WMode::on};
+    for (int round = 0; round < o.w_slices; ++round) {
+        for (int k = 0; k < 3; ++k) {
+            const WMode m = fwd[round % 2 == 0 ? k : 2 - k];
+            WSlice ws = run_writes(run, o, m, round, slice_writes);
+            WSlice &acc = s.sum[static_cast<int>(m)];
+            acc.txns += ws.txns;
+            acc.seconds += ws.seconds;
+            acc.cpu_s += ws.cpu_s;
+            acc.latency_ms.insert(acc.latency_ms.end(), ws.latency_ms.begin(), ws.latency_ms.end());
+            s.rates[static_cast<int>(m)].push_back(static_cast<double>(ws.txns) / ws.seconds);
+        }
+    }
+    return s;
+}
+
+// The row and figure of mode k against the business row alone; its point of the series.
+void mode_row(Run &run, const Options &o, const WSums &s, int k, Json &series) {
+    const WMode m = static_cast<WMode>(k);
+    const double biz_tps = static_cast<double>(s.sum[0].txns) / s.sum[0].seconds;
+    Row r;
+    r.key = wmode_key(m);
+    r.what = std::to_string(o.writers) + " writers, one business row per transaction" +
+             (m == WMode::biz ? std::string(" alone")
+                              : std::string(" + outbox_write, write.notify=") + (m == WMode::on ? "true" : "false"));
+    r.events = s.sum[k].txns;
+    r.seconds = s.sum[k].seconds;
+    r.client_cpu_s = s.sum[k].cpu_s;
+    // Pairwise ratios against the biz slice of the same round.
+    std::vector<double> pairs;
+    for (size_t i = 0; i < s.rates[k].size() && i < s.rates[0].size(); ++i) {
+        pairs.push_back(s.rates[k][i] / s.rates[0][i]);
+    }
+    const double p50 = percentile(s.sum[k].latency_ms, 50);
+    const double p99 = percentile(s.sum[k].latency_ms, 99);
+    r.extra = Json::object().integer("slices", static_cast<long long>(s.rates[k].size()));
+    r.extra.set("slice_tps", Json::numbers(s.rates[k], 1)).num("p50_ms", p50, 3).num("p99_ms", p99, 3);
+    r.extra.num("pair_ratio_median", median(pairs), 4);
+    series.push(Json::object().str("mode", r.key).num("tps", r.rate(), 1).num("p50_ms", p50, 3).num("p99_ms", p99, 3));
+    Figure f;
+    f.section = "5 write overhead";
+    f.name = r.what;
+    f.value = fixed(r.rate(), 0) + " TPS, p50 " + fixed(p50, 2) + " ms, p99 " + fixed(p99, 2) + " ms";
+    if (m != WMode::biz) {
+        r.ratio_value = r.rate() / biz_tps;
+        r.ratio = std::string(r.key) + "/W-biz = " + fixed(r.ratio_value, 2) + " (slice pairs: median " +
+                  fixed(median(pairs), 2) + ")";
+        f.baseline = "business row alone " + fixed(biz_tps, 0) + " TPS, p50 " +
+                     fixed(percentile(s.sum[0].latency_ms, 50), 2) + " ms";
+        f.ratio = r.ratio_value;
+        if (m == WMode::off) {
+            f.target = "≥ 0.90 (≤ 10% TPS loss, defaults)";
+            f.verdict = verdict(f.ratio >= 0.9);
+            r.target = "≥ 0.90: " + f.verdict;
+        } else {
+            f.target = "reported (write.notify is off by default)";
+        }
+    }
+    add_figure(run, f);
+    run.rows.push_back(r);
+}
+
+} // namespace
+
+void scenario_writes(Bench &b) {
+    Run &run = b.run;
+    const Options &o = b.o;
+    progress("W: " + std::to_string(o.writers) + " writers, " + std::to_string(o.writes) +
+             " transactions per mode (one business row, plus one outbox_write unless biz), in " +
+             std::to_string(o.w_slices) + " interleaved slices per mode");
+    b.pg.exec("CREATE TABLE IF NOT EXISTS " + table_of(run, "bench_orders") +
+              " (id bigserial PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL,"
+              " body text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
+    b.pg.exec("CHECKPOINT");
+    const long slice_writes = std::max(1L, o.writes / o.w_slices);
+    const WSums s = measure_modes(run, o, slice_writes);
+    Json series = Json::array();
+    for (int k = 0; k < 3; ++k) {
+        mode_row(run, o, s, k, series);
+    }
+    run.series["write"] = series;
+    run.notes.push_back(
+        "W: each writer its own connection (outbox_db_open), synchronous_commit on; a transaction is BEGIN, "
+        "INSERT INTO bench_orders (a " +
+        std::to_string(o.w_payload_bytes) + "-byte text column), [outbox_write of a " +
+        std::to_string(o.w_payload_bytes) +
+        "-byte payload, a new aggregate per event], COMMIT; latency is BEGIN sent to COMMIT returned; " +
+        std::to_string(o.w_slices) + " slices of " + std::to_string(slice_writes) +
+        " transactions per mode, interleaved biz/off/on/on/off/biz; a LISTEN connection drains the channel");
+    b.phase("W");
+}
+
+} // namespace bench

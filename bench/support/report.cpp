@@ -1,0 +1,221 @@
+#include "report.hpp"
+
+#include <outbox.h>
+
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+#include <thread>
+
+namespace bench {
+
+namespace {
+
+// The current time, UTC: "2026-01-31T12:00:00Z" (iso) or "2026-01-31 12:00 UTC".
+std::string utc_now(bool iso) {
+    char when[64];
+    const time_t now = std::time(nullptr);
+    tm u{};
+    gmtime_r(&now, &u);
+    if (iso) {
+        std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &u);
+    } else {
+        std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &u);
+    }
+    return when;
+}
+
+Json params_json(const Run &run, const Options &o) {
+    Json p = Json::object();
+    p.integer("events", o.events).integer("payload_bytes", o.payload_bytes).integer("body_bytes", run.body_bytes);
+    p.integer("window", o.window).integer("batch_size", o.batch_size).integer("per_aggregate", o.per_aggregate);
+    p.integer("seed_events", o.seed_events).integer("w1_events", o.w1_events).integer("writers", o.writers);
+    p.integer("writes", o.writes).integer("w_slices", o.w_slices).integer("w_payload_bytes", o.w_payload_bytes);
+    p.set("drain_sizes", Json::numbers(std::vector<double>(o.drain_sizes.begin(), o.drain_sizes.end()), 0));
+    p.integer("sweep_events", o.sweep_events).integer("scale_events", o.scale_events);
+    p.integer("scale_per_aggregate", o.scale_per_aggregate).num("latency_seconds", o.latency_seconds, 1);
+    p.num("health_minutes", o.health_minutes, 2).integer("health_age_s", o.health_age_s);
+    return p;
+}
+
+Json row_json(const Row &r) {
+    Json j = Json::object();
+    j.str("key", r.key).str("what", r.what).integer("events", r.events).num("seconds", r.seconds, 4);
+    j.num("events_per_s", r.rate(), 1);
+    if (r.ratio_value >= 0) {
+        j.num("ratio", r.ratio_value, 4).str("ratio_label", r.ratio);
+    }
+    if (!r.target.empty()) {
+        j.str("target", r.target);
+    }
+    if (r.client_cpu_s >= 0) {
+        j.num("client_cpu_s", r.client_cpu_s, 3);
+    }
+    if (r.peak_rss_kib >= 0) {
+        j.integer("relay_peak_rss_kib", r.peak_rss_kib);
+    }
+    return j.merge(r.extra);
+}
+
+Json figure_json(const Figure &f) {
+    Json j = Json::object();
+    j.str("section", f.section).str("name", f.name).str("value", f.value).str("baseline", f.baseline);
+    if (f.ratio >= 0) {
+        j.num("ratio", f.ratio, 4);
+    }
+    return j.str("target", f.target).str("verdict", f.verdict);
+}
+
+} // namespace
+
+void print_table(const Run &run, const Options &o, const Env &env) {
+    std::printf("\n## outbox relay benchmark\n\n");
+    std::printf("| scenario | events | seconds | events/s | ratio | target |\n");
+    std::printf("| --- | ---: | ---: | ---: | --- | --- |\n");
+    for (const auto &r : run.rows) {
+        std::printf("| %s: %s | %ld | %.2f | %.0f | %s | %s |\n", r.key.c_str(), r.what.c_str(), r.events, r.seconds,
+                    r.rate(), r.ratio.empty() ? "" : r.ratio.c_str(), r.target.c_str());
+    }
+    std::printf("\n");
+    std::printf("- message: %d-byte payload, %d-byte body, persistent, mandatory, routed to one durable %s "
+                "queue; exchange %s\n",
+                o.payload_bytes, run.body_bytes, o.queue_type.c_str(), run.exchange.c_str());
+    std::printf("- peak RSS of the bench process: %.1f MiB\n", static_cast<double>(peak_rss_kib()) / 1024.0);
+    std::string cpu;
+    for (const auto &r : run.rows) {
+        if (r.client_cpu_s >= 0 && r.events > 0) {
+            cpu += (cpu.empty() ? "" : ", ") + r.key + " " +
+                   fixed(r.client_cpu_s * 1e6 / static_cast<double>(r.events), 1) + " us/event";
+        }
+    }
+    if (!cpu.empty()) {
+        std::printf("- client CPU (this process, user+sys, during the timed part): %s\n", cpu.c_str());
+    }
+    for (const auto &n : run.notes) {
+        std::printf("- %s\n", n.c_str());
+    }
+    utsname u{};
+    uname(&u);
+    std::printf("- liboutbox %s, PostgreSQL %s, librabbitmq %s, %s %s, %u CPUs, run took %.0f s\n", outbox_version(),
+                env.pg_version.c_str(), amqp_version(), u.sysname, u.release, std::thread::hardware_concurrency(),
+                env.wall);
+    if (!run.failures.empty()) {
+        std::printf("- **%zu check(s) FAILED** (see stderr): the figures are not to be trusted\n", run.failures.size());
+    }
+    std::fflush(stdout);
+}
+
+// The report: every figure with its same-run baseline, ratio, target and verdict, then every row.
+void write_md(const Run &run, const Options &o, const Env &env) {
+    std::ostringstream m;
+    const std::string when = utc_now(false);
+    utsname un{};
+    uname(&un);
+    m << "# outbox benchmark report (" << (o.quick ? "quick" : "full") << " run, " << when << ")\n\n";
+    m << "Measured the code of commit " << source_rev() << ".\n\n";
+    m << "Written by `bench/run` (bench/relay_bench). Every ratio is against a baseline measured in the same run, "
+         "on the same servers. liboutbox "
+      << outbox_version() << ", PostgreSQL " << env.pg_version << ", librabbitmq " << amqp_version() << ", "
+      << un.sysname << " " << un.release << ", " << std::thread::hardware_concurrency() << " CPUs; the run took "
+      << fixed(env.wall, 0) << " s. The bench queue is a durable " << o.queue_type << " queue; "
+      << std::count(run.amqp_url.begin(), run.amqp_url.end(), ',') + 1
+      << " RabbitMQ address(es) given (the baseline publishes through the first, where the relay connects "
+         "first).\n\n";
+    if (o.quick) {
+        m << "**Quick mode: small sizes for checking the harness; these figures are not the project's figures.**\n\n";
+    }
+    if (!run.failures.empty()) {
+        m << "**" << run.failures.size() << " self-check(s) FAILED: the figures are not to be trusted.**\n\n";
+        for (const auto &f : run.failures) {
+            m << "- " << f << "\n";
+        }
+        m << "\n";
+    }
+    int pass = 0, miss = 0;
+    for (const auto &f : run.figures) {
+        pass += f.verdict == "PASS" ? 1 : 0;
+        miss += f.verdict == "MISS" ? 1 : 0;
+    }
+    m << "## Targets (" << pass << " PASS, " << miss << " MISS)\n\n";
+    m << "| scenario | figure | value | baseline (same run) | ratio | target | verdict |\n";
+    m << "| --- | --- | --- | --- | ---: | --- | --- |\n";
+    // In the order (1 drain ... 8 table health), whatever order the scenarios ran in.
+    std::vector<Figure> figs = run.figures;
+    std::stable_sort(figs.begin(), figs.end(), [](const Figure &a, const Figure &b) { return a.section < b.section; });
+    for (const auto &f : figs) {
+        m << "| " << f.section << " | " << f.name << " | " << f.value << " | " << f.baseline << " | "
+          << (f.ratio >= 0 ? fixed(f.ratio, f.ratio < 10 ? 2 : 1) : "") << " | " << f.target << " | "
+          << (f.verdict == "MISS" ? "**MISS**" : f.verdict) << " |\n";
+    }
+    m << "\n## Every measurement\n\n";
+    m << "| key | what | events | seconds | events/s | ratio | relay peak RSS |\n";
+    m << "| --- | --- | ---: | ---: | ---: | --- | ---: |\n";
+    for (const auto &r : run.rows) {
+        m << "| " << r.key << " | " << r.what << " | " << r.events << " | " << fixed(r.seconds, 2) << " | "
+          << fixed(r.rate(), 0) << " | " << r.ratio << " | "
+          << (r.peak_rss_kib >= 0 ? fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB" : "") << " |\n";
+    }
+    m << "\n## Notes\n\n";
+    std::string ph;
+    for (const auto &[name, secs] : run.phases) {
+        ph += (ph.empty() ? "" : ", ") + name + " " + fixed(secs, 0) + " s";
+    }
+    if (!ph.empty()) {
+        m << "- wall time per scenario (setup included): " << ph << "\n";
+    }
+    for (const auto &n : run.notes) {
+        m << "- " << n << "\n";
+    }
+    m << "\n## Plots\n\n";
+    const std::pair<const char *, const char *> plots[] = {
+        {"sweep_batch", "throughput_vs_batch_window.png"},
+        {"drain", "drain_vs_backlog.png"},
+        {"latency", "latency_vs_load.png"},
+        {"health", "table_health.png"},
+    };
+    for (const auto &[series, png] : plots) {
+        if (run.series.count(series) != 0) {
+            m << "![" << png << "](" << png << ")\n\n";
+        }
+    }
+    write_file_atomically(o.md_file, m.str());
+    progress("report written to " + o.md_file);
+}
+
+void write_json(const Run &run, const Options &o, const Env &env) {
+    utsname un{};
+    uname(&un);
+    Json j = Json::object();
+    j.str("tool", "bench/relay_bench").str("time", utc_now(true));
+    j.str("mode", o.quick ? "quick" : "full").str("source_rev", source_rev());
+    j.set("params", params_json(run, o));
+    j.set("env", Json::object()
+                     .str("liboutbox", outbox_version())
+                     .str("postgresql", env.pg_version)
+                     .str("librabbitmq", amqp_version())
+                     .str("kernel", un.release)
+                     .integer("cpus", std::thread::hardware_concurrency()));
+    Json rows = Json::array(), figures = Json::array(), series = Json::object(), seconds = Json::object();
+    for (const Row &r : run.rows) {
+        rows.push(row_json(r));
+    }
+    for (const Figure &f : run.figures) {
+        figures.push(figure_json(f));
+    }
+    for (const auto &[name, value] : run.series) {
+        series.set(name.c_str(), value);
+    }
+    for (const auto &[name, secs] : run.phases) {
+        seconds.num(name.c_str(), secs, 1);
+    }
+    j.set("scenarios", rows).set("figures", figures).set("series", series);
+    j.set("notes", Json::strings(run.notes)).set("failures", Json::strings(run.failures));
+    j.set("scenario_seconds", seconds).integer("peak_rss_kib", peak_rss_kib()).num("wall_seconds", env.wall, 1);
+    write_file_atomically(o.json_file, j.print());
+    progress("figures written to " + o.json_file);
+}
+
+} // namespace bench
