@@ -7,6 +7,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -154,6 +155,7 @@ void Consumer::ack(const Delivery &d) {
     }
     mq_->ack(d.raw.delivery_tag);
     classic_attempts_.erase(d.event_id);
+    uncounted_.erase(d.event_id);
 }
 
 void Consumer::nack(const Delivery &d, bool requeue) {
@@ -213,21 +215,96 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
     }
     mq_->ack(d.raw.delivery_tag);
     classic_attempts_.erase(d.event_id);
+    uncounted_.erase(d.event_id);
 }
 
 int64_t Consumer::attempts(const Delivery &d) const {
     if (d.delivery_count >= 0 && cfg_.consumer_queue_type == "quorum") {
-        return d.delivery_count + 1;
+        // The broker counts every requeue; those that were not the handler's failure are not attempts.
+        auto it = uncounted_.find(d.event_id);
+        return std::max<int64_t>(1, d.delivery_count + 1 - (it == uncounted_.end() ? 0 : it->second));
     }
     auto it = classic_attempts_.find(d.event_id);
     return (it == classic_attempts_.end() ? 0 : it->second) + 1;
 }
 
+namespace {
+// Per-event counts kept between deliveries are bounded: a queue of a million distinct failing
+// events forgets counts rather than memory growing without end (the broker's x-delivery-limit
+// stays the backstop on quorum queues).
+constexpr size_t kMaxTracked = 100000;
+
+void bump(std::unordered_map<std::string, int64_t> &counts, const std::string &id) {
+    if (counts.size() > kMaxTracked) {
+        counts.clear();
+    }
+    ++counts[id];
+}
+} // namespace
+
+Settlement Consumer::settle(const Delivery &d, Outcome outcome, const std::string &reason, const pg::Conn *conn) {
+    Settlement s;
+    if (outcome == Outcome::handler_failed && conn != nullptr && !conn->ok()) {
+        // The database went away under the handler: not the handler's failure. Nothing was
+        // committed; the message is requeued and no attempt is counted.
+        s.db_lost = true;
+        outcome = Outcome::not_processed;
+    }
+    switch (outcome) {
+    case Outcome::handled:
+        ack(d);
+        return s;
+    case Outcome::duplicate:
+        log(1, "consumer " + name_ + ": event " + d.event_id + " (" + d.event_type + " " + d.aggregate_type + ":" +
+                   d.aggregate_id + ") was already processed; acknowledged without running the handler");
+        ack(d);
+        return s;
+    case Outcome::handler_failed: {
+        s.attempt = attempts(d);
+        if (s.attempt >= cfg_.consumer_delivery_limit) {
+            log(2, "consumer " + name_ + ": event " + d.event_id + " failed " + std::to_string(s.attempt) +
+                       " time(s), dead-lettering: " + reason);
+            dead_letter(d, "handler failed " + std::to_string(s.attempt) + " time(s): " + reason);
+            s.action = Settled::dead_lettered;
+            return s;
+        }
+        log(2, "consumer " + name_ + ": event " + d.event_id + " failed (attempt " + std::to_string(s.attempt) +
+                   "), redelivering: " + reason);
+        bump(classic_attempts_, d.event_id);
+        nack(d, true);
+        s.action = Settled::requeued;
+        return s;
+    }
+    case Outcome::not_processed:
+        log(2, "consumer " + name_ + ": event " + d.event_id + " not processed, redelivering without counting an " +
+                   "attempt: " + (s.db_lost ? "PostgreSQL connection lost in the handler: " : "") + reason);
+        nack(d, true);
+        bump(uncounted_, d.event_id);
+        s.action = Settled::requeued;
+        return s;
+    }
+    fail(Errc::invalid_argument, "unknown outcome " + std::to_string(static_cast<int>(outcome)));
+}
+
+int Consumer::retry_delay_ms(int failures, const std::string &why) const {
+    int delay = 100;
+    for (int i = 1; i < failures && delay < 30000; ++i) {
+        delay *= 2;
+    }
+    delay = std::min(delay, 30000);
+    if (!why.empty()) {
+        log(2, "consumer " + name_ + ": " + why + "; retrying in " + std::to_string(delay) + " ms");
+    }
+    return delay;
+}
+
 // One delivery: BEGIN and the dedupe in one round trip, the handler the first time only, COMMIT,
-// ack. A failing handler is handler_failed()'s; any other error leaves the message unacked (it
-// returns with the broker connection) and is thrown to run()'s reconnect loop.
+// then settle(). Any error other than the handler's requeues the message without counting an
+// attempt and is thrown to run()'s reconnect loop.
 void Consumer::handle(pg::Conn &conn, Delivery &d, const Handler &handler) {
     inbox::Key key{name_, d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
+    Outcome outcome = Outcome::handled;
+    std::string reason;
     try {
         // BEGIN and the dedupe go in one round trip; a failure leaves no transaction open.
         d.dedupe = inbox::begin_and_dedupe(conn, cfg_, key, cfg_.inbox_order_check);
@@ -239,58 +316,42 @@ void Consumer::handle(pg::Conn &conn, Delivery &d, const Handler &handler) {
             } catch (...) {
                 throw HandlerFailed{"handler failed"};
             }
+        } else {
+            outcome = Outcome::duplicate;
         }
         conn.exec_simple("COMMIT");
-        if (!d.dedupe.first_time) {
-            log(1, "consumer " + name_ + ": event " + d.event_id + " (" + d.event_type + " " + d.aggregate_type + ":" +
-                       d.aggregate_id + ") was already processed; acknowledged without running the handler");
-        }
     } catch (const HandlerFailed &f) {
-        handler_failed(conn, d, f.reason);
+        conn.rollback_quietly(); // never reopens a lost connection: settle() sees it lost
+        Settlement s = settle(d, Outcome::handler_failed, f.reason, &conn);
+        if (s.db_lost) {
+            fail(Errc::connection, "PostgreSQL connection lost in the handler: " + f.reason);
+        }
         return;
+    } catch (const std::exception &e) {
+        if (conn.tx_status() != PQTRANS_IDLE) {
+            conn.rollback_quietly();
+        }
+        // The effect was not committed: the message goes back to the queue, no attempt counted.
+        try {
+            settle(d, Outcome::not_processed, e.what(), &conn);
+        } catch (...) {
+            drop(); // unacked, it returns to the queue with the broker connection
+        }
+        throw;
     } catch (...) {
         if (conn.tx_status() != PQTRANS_IDLE) {
             conn.rollback_quietly();
         }
-        // The effect was not committed: the unacked message goes back to the queue with
-        // the broker connection, and is processed again after reconnecting.
         drop();
         throw;
     }
-    ack(d);
-}
-
-// The handler threw: roll back, then redeliver or, at consumer.delivery_limit, dead-letter with
-// the handler's error. A database lost under the handler is not the handler's failure.
-void Consumer::handler_failed(pg::Conn &conn, Delivery &d, const std::string &reason) {
-    if (!conn.ok()) {
-        // The database went away under the handler: not the handler's failure, so no
-        // attempt is counted. Nothing was committed; the unacked message goes back to
-        // the queue with the broker connection and is processed after reconnecting.
-        drop();
-        fail(Errc::connection, "PostgreSQL connection lost in the handler: " + reason);
-    }
-    conn.rollback_quietly();
-    int64_t attempt = attempts(d);
-    if (attempt >= cfg_.consumer_delivery_limit) {
-        log(2, "consumer " + name_ + ": event " + d.event_id + " failed " + std::to_string(attempt) +
-                   " time(s), dead-lettering: " + reason);
-        dead_letter(d, "handler failed " + std::to_string(attempt) + " time(s): " + reason);
-    } else {
-        log(2, "consumer " + name_ + ": event " + d.event_id + " failed (attempt " + std::to_string(attempt) +
-                   "), redelivering: " + reason);
-        if (classic_attempts_.size() > 100000) {
-            classic_attempts_.clear();
-        }
-        ++classic_attempts_[d.event_id];
-        nack(d, true);
-    }
+    settle(d, outcome, reason, &conn);
 }
 
 void Consumer::run(pg::Conn *db, const Handler &handler) {
     std::optional<pg::Conn> own;
     pg::Conn *conn = db;
-    int backoff = 100;
+    int failures = 0;
     while (!stopping()) {
         try {
             if (conn == nullptr) {
@@ -302,7 +363,7 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                 log(1, "consumer " + name_ + " connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url));
             }
             std::optional<Delivery> d = next(500);
-            backoff = 100;
+            failures = 0;
             if (!d) {
                 continue;
             }
@@ -311,22 +372,22 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
             if (db != nullptr && !db->ok()) {
                 throw; // a lent connection cannot be reopened here
             }
-            log(2, "consumer " + name_ + ": " + errc_name(e.code()) + ": " + e.what() + "; retrying in " +
-                       std::to_string(backoff) + " ms");
-            if (e.code() == Errc::connection || e.code() == Errc::database || e.code() == Errc::timeout) {
-                if (own && !own->ok()) {
-                    own.reset();
-                    conn = nullptr;
-                }
-            }
             if (e.code() == Errc::invalid_argument) {
                 throw;
             }
-            drop();
-            for (int waited = 0; waited < backoff && !stopping(); waited += 50) {
+            if (own && !own->ok()) {
+                own.reset();
+                conn = nullptr;
+            }
+            if (!mq_ || !mq_->alive() || (e.code() != Errc::connection && e.code() != Errc::database)) {
+                // next() connects again; unacked messages return to the queue. A database failure
+                // (its message already requeued by settle()) keeps the broker connection.
+                drop();
+            }
+            const int delay = retry_delay_ms(++failures, std::string(errc_name(e.code())) + ": " + e.what());
+            for (int waited = 0; waited < delay && !stopping(); waited += 50) {
                 poll(nullptr, 0, 50);
             }
-            backoff = std::min(backoff * 2, 30000);
         }
     }
     drop();

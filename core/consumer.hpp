@@ -36,6 +36,23 @@ struct Delivery {
 // Why a message cannot be an event; empty when it is a valid one. Fills `d` when valid.
 std::string parse_delivery(amqp::Message &&msg, size_t max_body, Delivery &d);
 
+// How a consumer loop's transaction for one delivery ended, as the loop tells settle().
+enum class Outcome {
+    handled = 0,        // committed with the handler's effects: ack
+    duplicate = 1,      // committed, the inbox said already processed (handler not run): ack
+    handler_failed = 2, // the handler failed, rolled back: an attempt; requeue or dead-letter
+    not_processed = 3,  // not the handler's failure (database lost, BEGIN/dedupe/COMMIT failed): requeue, uncounted
+};
+
+// What settle() did with the delivery.
+enum class Settled { acked = 1, requeued = 2, dead_lettered = 3 };
+
+struct Settlement {
+    Settled action = Settled::acked;
+    int64_t attempt = 0;  // handler_failed: the attempt this was (counted); 0 when none was counted
+    bool db_lost = false; // the loop's database connection was lost: the attempt was not counted
+};
+
 class Consumer {
   public:
     // The handler runs inside the consumer's transaction; throwing means failure (rollback, redeliver).
@@ -76,13 +93,28 @@ class Consumer {
     [[nodiscard]] const std::string &dead_letter_queue() const { return dlq_; }
     [[nodiscard]] const Config &config() const { return cfg_; }
 
-    // Attempts so far for a message (from the broker's delivery count, or counted here for
-    // classic queues, which have none).
+    // Attempts so far for a message, this one included (from the broker's delivery count less
+    // the redeliveries that were not the handler's failure, or counted here for classic queues,
+    // which have none).
     int64_t attempts(const Delivery &d) const;
+
+    // The one decision after a delivery's transaction ended, for every consumer loop (run() here,
+    // and the Python and Node loops through outbox_consumer_settle). The loop has already
+    // committed or rolled back. `conn` (may be null) is the loop's database connection: a handler
+    // failure on a connection that is lost is not the handler's, and is not counted.
+    //  - handled, duplicate: ack (a duplicate is logged);
+    //  - handler_failed: count the attempt; below consumer.delivery_limit requeue, at it
+    //    dead-letter with "handler failed N time(s): <reason>"; logged;
+    //  - not_processed: requeue without counting an attempt; logged.
+    Settlement settle(const Delivery &d, Outcome outcome, const std::string &reason, const pg::Conn *conn);
+
+    // The wait before a loop's next try after `failures` (>= 1) consecutive failures of its
+    // connections: 100 ms doubling to 30 s. Logs "consumer <name>: <why>; retrying in N ms"
+    // unless why is empty.
+    int retry_delay_ms(int failures, const std::string &why) const;
 
   private:
     void handle(pg::Conn &conn, Delivery &d, const Handler &handler);
-    void handler_failed(pg::Conn &conn, Delivery &d, const std::string &reason);
     void drop() noexcept;
     void log(int level, const std::string &msg) const;
 
@@ -94,7 +126,8 @@ class Consumer {
     std::unique_ptr<amqp::Connection> mq_;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
     std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
-    std::unordered_map<std::string, int64_t> classic_attempts_;
+    std::unordered_map<std::string, int64_t> classic_attempts_; // handler failures per event (classic queues)
+    std::unordered_map<std::string, int64_t> uncounted_;        // requeues that were not the handler's failure
     std::atomic<bool> stop_{false};
     std::function<void(int, const std::string &)> log_;
 };

@@ -872,6 +872,37 @@ class Consumer {
         check(locked(mu_, [&] { return failure(outbox_consumer_dead_letter(h, m, why.c_str())); }));
     }
 
+    // outbox_consumer_settle: (action, db_lost, attempt). db may be None (a driver's connection).
+    py::tuple settle(const Message &msg, Db *db, int outcome, const py::object &reason) {
+        outbox_consumer *h = handle();
+        const outbox_message *m = msg.handle();
+        outbox_db *dbh = db != nullptr ? db->handle() : nullptr;
+        std::optional<std::string> why;
+        if (!reason.is_none()) {
+            why = cstr(reason, "reason");
+        }
+        outbox_settled out;
+        outbox_settled_init(&out);
+        check(locked(mu_, [&] {
+            return failure(outbox_consumer_settle(&out, h, m, dbh, static_cast<outbox_outcome>(outcome),
+                                                  why ? why->c_str() : nullptr));
+        }));
+        return py::make_tuple(out.action, out.db_lost != 0, out.attempt);
+    }
+    // outbox_consumer_retry_delay: the wait in milliseconds (logged with `why` unless None).
+    int retry_delay(int failures, const py::object &why) {
+        outbox_consumer *h = handle();
+        std::optional<std::string> w;
+        if (!why.is_none()) {
+            w = cstr(why, "why");
+        }
+        int delay = 0;
+        check(locked(mu_, [&] {
+            return failure(outbox_consumer_retry_delay(&delay, h, failures, w ? w->c_str() : nullptr));
+        }));
+        return delay;
+    }
+
     // outbox_consumer_run with a trampoline into a Python handler(message, tx) on the library's
     // transaction; the Message and Db the handler gets are views, valid during the call only.
     void run_native(py::object handler, Db *db, bool on_main_thread) {
@@ -1079,6 +1110,8 @@ PYBIND11_MODULE(_native, m) {
         .def("nack", &Consumer::nack, "message"_a, "requeue"_a)
         .def("dead_letter", &Consumer::dead_letter, "message"_a, "reason"_a)
         .def("run_native", &Consumer::run_native, "handler"_a, "db"_a, "on_main_thread"_a)
+        .def("settle", &Consumer::settle, "message"_a, "db"_a, "outcome"_a, "reason"_a)
+        .def("retry_delay", &Consumer::retry_delay, "failures"_a, "why"_a)
         .def("stop", &Consumer::stop)
         .def("reset", &Consumer::reset);
 }

@@ -565,6 +565,77 @@ OUTBOX_API outbox_status outbox_consumer_reset(outbox_consumer *consumer);
  */
 OUTBOX_API outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_fn fn, void *user_data);
 
+/* ---- A consumer loop of your own (the Python and Node packages' loops): settle and retry ---- */
+
+/** How the loop's transaction for one message ended; passed to outbox_consumer_settle(). */
+typedef enum outbox_outcome {
+    OUTBOX_OUTCOME_HANDLED = 0,        /**< committed with the handler's effects: acknowledge */
+    OUTBOX_OUTCOME_DUPLICATE = 1,      /**< committed; the dedupe said already processed, the handler did not run: acknowledge */
+    OUTBOX_OUTCOME_HANDLER_FAILED = 2, /**< the handler failed and the transaction was rolled back: an attempt */
+    OUTBOX_OUTCOME_NOT_PROCESSED = 3   /**< not the handler's failure (database lost, BEGIN, dedupe or COMMIT failed, interrupted): requeue, no attempt */
+} outbox_outcome;
+
+/** What outbox_consumer_settle() did with the message. */
+typedef enum outbox_settle_action {
+    OUTBOX_SETTLED_ACKED = 1,        /**< acknowledged: the broker forgets it */
+    OUTBOX_SETTLED_REQUEUED = 2,     /**< negatively acknowledged with requeue: it is delivered again */
+    OUTBOX_SETTLED_DEAD_LETTERED = 3 /**< published to the dead-letter queue (confirmed), then acknowledged */
+} outbox_settle_action;
+
+/** What outbox_consumer_settle() did. Size-prefixed like outbox_relay_stats. */
+typedef struct outbox_settled {
+    size_t size;
+    int32_t action;  /**< an outbox_settle_action */
+    int32_t db_lost; /**< 1: `db` was given and its connection is lost; the failure was not counted. Reopen it. */
+    int64_t attempt; /**< OUTBOX_OUTCOME_HANDLER_FAILED: the attempt this was (counted); 0 when none was counted */
+} outbox_settled;
+
+/** Zeroes the result and sets its size. */
+static inline void outbox_settled_init(outbox_settled *s) {
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+}
+
+/**
+ * Settles a message after your loop's transaction for it ended (committed or rolled back): the one
+ * decision every consumer loop makes, outbox_consumer_run() included.
+ * - OUTBOX_OUTCOME_HANDLED: acknowledges. OUTBOX_OUTCOME_DUPLICATE: logs it, acknowledges.
+ * - OUTBOX_OUTCOME_HANDLER_FAILED: counts an attempt (the broker's delivery count on a quorum
+ *   queue, less the requeues that were not the handler's failure; the consumer's own count on a
+ *   classic queue). Below consumer.delivery_limit it logs and requeues; at the limit it logs and
+ *   dead-letters with the reason "handler failed N time(s): <reason>". When `db` is given and its
+ *   connection is lost, the failure is the database's, not the handler's: treated as
+ *   OUTBOX_OUTCOME_NOT_PROCESSED, with `out->db_lost` = 1.
+ * - OUTBOX_OUTCOME_NOT_PROCESSED: logs, requeues, counts no attempt.
+ * Roll back before settling a failure, but not on a lost connection (outbox_db_tx_state() is
+ * OUTBOX_TX_UNKNOWN): on an owned `db`, a ROLLBACK through outbox_db_exec() opens a lost connection
+ * again, and the loss would no longer be seen here.
+ * @param[out] out may be NULL; otherwise set its size first (outbox_settled_init()).
+ * @param db the connection the transaction ran on, or NULL when it is not an outbox_db (a driver's
+ *        own connection): the caller then judges a lost database itself (NOT_PROCESSED).
+ * @param reason the handler's error as text (copied); NULL: "handler failed". Used for failures.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (consumer or msg NULL, an unknown outcome, out
+ *         without its size); OUTBOX_ERR_CONNECTION (the broker connection was lost: the message is
+ *         redelivered, uncounted); OUTBOX_ERR_BROKER (the dead-letter publish was refused or
+ *         returned: the message stays queued); OUTBOX_ERR_TIMEOUT (no confirm for the dead-letter
+ *         publish: the message is redelivered).
+ */
+OUTBOX_API outbox_status outbox_consumer_settle(outbox_settled *out, outbox_consumer *consumer,
+                                                const outbox_message *msg, outbox_db *db, outbox_outcome outcome,
+                                                const char *reason);
+/**
+ * The wait before a loop's next try after `failures` consecutive failures of its connections
+ * (broker or database): 100 ms, doubling, at most 30 s; outbox_consumer_run() waits the same.
+ * Logs "consumer <name>: <why>; retrying in N ms" through the consumer's logger.
+ * @param[out] delay_ms the wait in milliseconds.
+ * @param failures 1 for the first failure in a row.
+ * @param why what failed, e.g. "CONNECTION: PostgreSQL connection lost" (copied); NULL: nothing is logged.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (delay_ms or consumer NULL, failures < 1).
+ */
+OUTBOX_API outbox_status outbox_consumer_retry_delay(int *delay_ms, outbox_consumer *consumer, int failures,
+                                                     const char *why);
+/* ---- end of: a consumer loop of your own ---- */
+
 /** Frees a message and every string borrowed from it. Does not ack it. NULL is a no-op. */
 OUTBOX_API void outbox_message_free(outbox_message *msg);
 /**

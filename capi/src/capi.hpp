@@ -47,6 +47,13 @@ OUTBOX_SAME_VALUE(OUTBOX_ORDER_GAP, outbox::inbox::Order::gap);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_ALL, outbox::schema::What::all);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_OUTBOX, outbox::schema::What::outbox);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_INBOX, outbox::schema::What::inbox);
+OUTBOX_SAME_VALUE(OUTBOX_OUTCOME_HANDLED, outbox::Outcome::handled);
+OUTBOX_SAME_VALUE(OUTBOX_OUTCOME_DUPLICATE, outbox::Outcome::duplicate);
+OUTBOX_SAME_VALUE(OUTBOX_OUTCOME_HANDLER_FAILED, outbox::Outcome::handler_failed);
+OUTBOX_SAME_VALUE(OUTBOX_OUTCOME_NOT_PROCESSED, outbox::Outcome::not_processed);
+OUTBOX_SAME_VALUE(OUTBOX_SETTLED_ACKED, outbox::Settled::acked);
+OUTBOX_SAME_VALUE(OUTBOX_SETTLED_REQUEUED, outbox::Settled::requeued);
+OUTBOX_SAME_VALUE(OUTBOX_SETTLED_DEAD_LETTERED, outbox::Settled::dead_lettered);
 #undef OUTBOX_SAME_VALUE
 
 struct outbox_config {

@@ -212,6 +212,50 @@ outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outb
     });
 }
 
+// ---- A consumer loop of your own: settle and retry (the Python and Node loops) ----
+
+outbox_status outbox_consumer_settle(outbox_settled *out, outbox_consumer *consumer, const outbox_message *msg,
+                                     outbox_db *db, outbox_outcome outcome, const char *reason) {
+    OUTBOX_REQUIRE(consumer);
+    OUTBOX_REQUIRE(msg);
+    if (out != nullptr && out->size < sizeof(size_t)) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "out->size must be set (outbox_settled_init)");
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    const int o = static_cast<int>(outcome);
+    if (o < OUTBOX_OUTCOME_HANDLED || o > OUTBOX_OUTCOME_NOT_PROCESSED) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT,
+                                ("unknown outcome " + std::to_string(o) + " (OUTBOX_OUTCOME_*)").c_str());
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        auto s = consumer->consumer.settle(msg->d, static_cast<outbox::Outcome>(o),
+                                           reason != nullptr ? reason : "handler failed",
+                                           db != nullptr ? &db->conn : nullptr);
+        if (out != nullptr) {
+            outbox_settled full{};
+            full.size = out->size;
+            full.action = static_cast<int32_t>(s.action);
+            full.db_lost = s.db_lost ? 1 : 0;
+            full.attempt = s.attempt;
+            std::memcpy(out, &full, std::min(out->size, sizeof full));
+        }
+    });
+}
+
+outbox_status outbox_consumer_retry_delay(int *delay_ms, outbox_consumer *consumer, int failures, const char *why) {
+    OUTBOX_REQUIRE(delay_ms);
+    *delay_ms = 0;
+    OUTBOX_REQUIRE(consumer);
+    if (failures < 1) {
+        outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "failures must be at least 1");
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] { *delay_ms = consumer->consumer.retry_delay_ms(failures, why != nullptr ? why : ""); });
+}
+
+// ---- end of: a consumer loop of your own ----
+
 void outbox_consumer_stop(outbox_consumer *consumer) {
     if (consumer != nullptr) {
         consumer->consumer.stop();

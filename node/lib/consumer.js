@@ -14,6 +14,17 @@ const { ORDERS } = require('./constants');
 
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
 
+// How consume()'s transaction for a message ended (outbox_outcome): what then happens to the
+// message (ack, requeue, dead-letter), the attempt count and the log are outbox_consumer_settle's.
+const HANDLED = 0;
+const DUPLICATE = 1;
+const HANDLER_FAILED = 2;
+const NOT_PROCESSED = 3;
+
+function reasonOf(err) {
+  return err && err.message ? err.message : String(err);
+}
+
 function parseJson(text) {
   return text === null ? null : JSON.parse(text);
 }
@@ -118,8 +129,6 @@ class Consumer {
     const cfg = makeConfig(this._options);
     try {
       this._h = native.consumer_new(cfg, name);
-      this._limit = Number(native.config_get(cfg, 'consumer.delivery_limit'));
-      this._quorum = native.config_get(cfg, 'consumer.queue_type') === 'quorum';
       this.queue = native.config_get(cfg, 'consumer.queue') || name;
     } finally {
       native.config_free(cfg);
@@ -132,7 +141,6 @@ class Consumer {
     this._stopping = false;
     this._needsReset = false;
     this._wake = null; // resolves a backoff sleep early on stop()
-    this._attempts = new Map(); // classic queues: failures per event id
     this._closing = null;
   }
 
@@ -197,12 +205,11 @@ class Consumer {
     msg._settled = true;
     return this._op(async (h) => {
       try {
-        await fn(h, msg._h);
+        return await fn(h, msg._h);
       } catch (e) {
         msg._settled = false;
         throw e;
       }
-      this._attempts.delete(msg.id);
     });
   }
 
@@ -224,10 +231,9 @@ class Consumer {
     });
   }
 
-  // Attempts so far, this one included (as the library's Consumer::attempts).
-  _attempt(msg) {
-    if (this._quorum && msg.deliveryCount >= 0) return msg.deliveryCount + 1;
-    return (this._attempts.get(msg.id) || 0) + 1;
+  // outbox_consumer_settle: ack, requeue or dead-letter as the library decides -> {action, db_lost, attempt}.
+  _settleAs(msg, outcome, reason = null) {
+    return this._settle(msg, (c, m) => native.consumer_settle(c, m, null, outcome, reason));
   }
 
   _sleep(ms) {
@@ -270,7 +276,7 @@ class Consumer {
     this._consuming = true;
     this._start();
     let own = null;
-    let backoff = 100;
+    let failures = 0;
     try {
       while (!this._stopping && this._closing === null) {
         try {
@@ -292,11 +298,11 @@ class Consumer {
             if (e.code === 'STOPPED') break;
             throw e;
           }
-          backoff = 100;
+          failures = 0;
           if (!msg) continue;
           if (pool) {
-            const c = await pool.connect().catch((e) => {
-              msg.nack(true).catch(() => {});
+            const c = await pool.connect().catch(async (e) => {
+              await this._settleAs(msg, NOT_PROCESSED, reasonOf(e)).catch(() => {});
               throw fromPg(e, 'cannot connect to PostgreSQL');
             });
             let broken;
@@ -318,9 +324,10 @@ class Consumer {
             own.end().catch(() => {});
             own = null;
           }
-          this._logAt('warn', `consumer ${this.name}: ${e.code || 'ERROR'}: ${e.message}; retrying in ${backoff} ms`);
-          await this._sleep(backoff);
-          backoff = Math.min(backoff * 2, 30000);
+          failures += 1;
+          const delay = await this._op((h) => native.consumer_retry_delay(h, failures,
+            `${e.code || 'ERROR'}: ${e.message}`));
+          await this._sleep(delay);
         }
       }
     } finally {
@@ -329,13 +336,15 @@ class Consumer {
     }
   }
 
-  // One event on `client`: returns after ack/nack/dead-letter; throws for database/broker failures.
+  // One event on `client`: returns once the library settled it (ack, requeue or dead-letter);
+  // throws for database/broker failures, the message requeued without counting an attempt.
   async _handle(client, msg, handler) {
-    const rollback = () => client.query('ROLLBACK').catch(() => {});
+    const rollback = () => client.query('ROLLBACK').then(() => true, () => false);
+    const notProcessed = (reason) => this._settleAs(msg, NOT_PROCESSED, reason).catch(() => {});
     try {
       await client.query('BEGIN');
     } catch (e) {
-      await msg.nack(true).catch(() => {});
+      await notProcessed(reasonOf(e));
       throw fromPg(e, 'BEGIN');
     }
     let first;
@@ -343,25 +352,22 @@ class Consumer {
       first = (await msg.dedupe(client)).firstTime;
     } catch (e) {
       await rollback();
-      await msg.nack(true).catch(() => {});
+      await notProcessed(reasonOf(e));
       throw e;
     }
     if (first) {
       try {
         await handler(msg, client);
       } catch (err) {
-        await rollback();
-        const reason = err && err.message ? err.message : String(err);
-        const attempt = this._attempt(msg);
-        if (attempt >= this._limit) {
-          this._logAt('warn', `consumer ${this.name}: event ${msg.id} failed ${attempt} time(s), dead-lettering: ${reason}`);
-          await msg.deadLetter(`handler failed ${attempt} time(s): ${reason}`);
-        } else {
-          this._logAt('warn', `consumer ${this.name}: event ${msg.id} failed (attempt ${attempt}), redelivering: ${reason}`);
-          if (this._attempts.size > 100000) this._attempts.clear();
-          this._attempts.set(msg.id, (this._attempts.get(msg.id) || 0) + 1);
-          await msg.nack(true);
+        const reason = reasonOf(err);
+        if (!(await rollback())) {
+          // Not even ROLLBACK goes through: the database connection is lost under the handler,
+          // which is not the handler's failure (no attempt counted).
+          const why = `PostgreSQL connection lost in the handler: ${reason}`;
+          if (!msg._settled) await notProcessed(why);
+          throw outboxError('CONNECTION', why);
         }
+        if (!msg._settled) await this._settleAs(msg, HANDLER_FAILED, reason); // (unless the handler settled it)
         return;
       }
     }
@@ -369,14 +375,10 @@ class Consumer {
       await client.query('COMMIT');
     } catch (e) {
       await rollback();
-      await msg.nack(true).catch(() => {});
+      await notProcessed(reasonOf(e));
       throw fromPg(e, 'COMMIT');
     }
-    if (!first) {
-      this._logAt('info', `consumer ${this.name}: event ${msg.id} (${msg.eventType} ${msg.aggregateType}:${msg.aggregateId}) ` +
-        'was already processed; acknowledged without running the handler');
-    }
-    await msg.ack();
+    if (!msg._settled) await this._settleAs(msg, first ? HANDLED : DUPLICATE);
   }
 
   /** Asks the iterator / consume() to return (after the event in hand). */

@@ -72,6 +72,77 @@ test('consume(): dedupe in the handler\'s pg transaction, redelivery after failu
   await ch.close();
 });
 
+for (const mode of ['own client', 'lent client']) {
+  test(`consume() with ${mode}: a database lost under the handler is no attempt; a real failure is attempt 1; dead letter at the limit`, async (t) => {
+    // consumer.delivery_limit=2: the database goes away under the handler on the first delivery
+    // (not counted), the handler fails for real on the second (attempt 1, requeued), the third is
+    // processed once. An event that always fails is dead-lettered at attempt 2. The counting, the
+    // decision and the reason text are the C library's (outbox_consumer_settle).
+    const e = await env(t, { 'consumer.delivery_limit': 2 });
+    const name = e.consumerName('dblost');
+    await e.admin.query(`CREATE TABLE "${e.schema}".indexed (id text PRIMARY KEY)`);
+    const logs = [];
+    const consumer = e.outbox.consumer(name, { logger: (level, msg) => logs.push(`${level} ${msg}`) });
+    t.after(() => consumer.close());
+    await consumer.connect();
+    const relay = e.outbox.relay();
+    t.after(() => relay.close());
+    const writer = await pgClient();
+    t.after(() => writer.end());
+    await writer.query('BEGIN');
+    await e.outbox.write(writer, event({ aggregateId: 'healthy', payload: { ok: true } }));
+    await e.outbox.write(writer, event({ aggregateId: 'poison', payload: { poison: true } }));
+    await writer.query('COMMIT');
+    assert.equal((await e.drain(relay)).published, 2);
+
+    const calls = { healthy: 0, poison: 0 };
+    const handler = async (m, tx) => {
+      const n = ++calls[m.aggregateId];
+      if (m.aggregateId === 'poison') throw new Error('boom');
+      if (n === 1) {
+        const pid = (await tx.query('SELECT pg_backend_pid() AS pid')).rows[0].pid;
+        await e.admin.query('SELECT pg_terminate_backend($1::int)', [pid]);
+        await tx.query('SELECT 1'); // the handler sees its connection fail
+      }
+      if (n === 2) throw new Error('transient');
+      await tx.query(`INSERT INTO "${e.schema}".indexed VALUES ($1)`, [m.aggregateId]);
+    };
+    const ch = await e.amqp.createChannel();
+    t.after(() => ch.close().catch(() => {})); // (the environment may have closed its connection first)
+    const finished = async () => (await e.count(`SELECT count(*) FROM "${e.schema}".indexed`)) === 1 &&
+      (await ch.checkQueue(`${name}.dead`)).messageCount === 1;
+    if (mode === 'lent client') {
+      // A lent client that broke cannot be reopened by the loop: consume() rejects with CONNECTION,
+      // the message is redelivered (uncounted) to the next consume() on a new client.
+      const first = await pgClient();
+      first.on('error', () => {});
+      await assert.rejects(consumer.consume(handler, { client: first }),
+        (err) => err.code === 'CONNECTION' && /PostgreSQL connection lost in the handler/.test(err.message));
+      await first.end().catch(() => {});
+      const second = await pgClient();
+      t.after(() => second.end());
+      const done = consumer.consume(handler, { client: second });
+      await until('the healthy effect and the dead letter', finished);
+      consumer.stop();
+      await done;
+    } else {
+      const done = consumer.consume(handler);
+      await until('the healthy effect and the dead letter', finished);
+      consumer.stop();
+      await done;
+    }
+    assert.deepEqual(calls, { healthy: 3, poison: 2 }, 'lost database, one real failure, then processed; poison tried twice');
+    const rows = await e.admin.query(`SELECT id FROM "${e.schema}".indexed`);
+    assert.deepEqual(rows.rows.map((r) => r.id), ['healthy']);
+    const dead = await ch.get(`${name}.dead`, { noAck: true });
+    assert.ok(dead, 'a dead letter');
+    assert.equal(JSON.parse(dead.content.toString()).AGGREGATE_ID, 'poison');
+    assert.equal(String(dead.properties.headers['x-outbox-dead-reason']), 'handler failed 2 time(s): boom');
+    assert.ok(logs.some((l) => l.includes('not processed, redelivering without counting an attempt: ' +
+      'PostgreSQL connection lost in the handler')), 'the library logs the uncounted redelivery');
+  });
+}
+
 test('async iterator: fields, nack/redelivery, dedupe on a Database, ack, purge; relay.run() resolves after stop()', async (t) => {
   // LISTEN/NOTIFY wake-ups, with a short polling fallback: a NOTIFY that arrives while a step is
   // running is not seen by the core's idle wait (see the report), so polling picks that event up.

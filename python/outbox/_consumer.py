@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, with_urls
@@ -20,6 +20,11 @@ _log = logging.getLogger("outbox.consumer")
 
 #: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back and redeliver.
 Handler = Callable[["Message", Any], Any]
+
+# How the run loop's transaction for a message ended (outbox_outcome), and what the library then
+# did with the message (outbox_settle_action): the decision itself is outbox_consumer_settle's.
+_HANDLED, _DUPLICATE, _HANDLER_FAILED, _NOT_PROCESSED = 0, 1, 2, 3
+_SETTLED = {1: "acked", 2: "nacked", 3: "dead-lettered"}
 
 
 class Message:
@@ -245,8 +250,6 @@ class Consumer:
         self._native: Optional[_native.Consumer] = _native.Consumer(
             self._config.native, self._name, log_sink(logger, "outbox.consumer")
         )
-        self._attempts: Dict[str, int] = {}
-        self._quorum = self._config["consumer.queue_type"] == "quorum"
         self._stop_requested = threading.Event()
 
     # -- properties
@@ -310,7 +313,6 @@ class Consumer:
         h, m = self._handle(), message._handle()
         self._settle(message, "acked")
         h.ack(m)
-        self._attempts.pop(message.id, None)
 
     def nack(self, message: Message, requeue: bool = True) -> None:
         """Rejects a message; ``requeue`` redelivers it."""
@@ -327,7 +329,6 @@ class Consumer:
         except BaseException:
             message._settled = None  # not settled: it stays queued (the library says so)
             raise
-        self._attempts.pop(message.id, None)
 
     def dedupe(self, conn: Any, message: Message) -> DedupeResult:
         """Records the message in the inbox in ``conn``'s current transaction (one is begun the
@@ -366,66 +367,57 @@ class Consumer:
         return f"<outbox.Consumer {self._name!r} {'closed' if self._native is None else 'open'}>"
 
     # -- the run loop
-    def _attempt(self, msg: Message) -> int:
-        if self._quorum and msg.delivery_count >= 0:
-            return msg.delivery_count + 1
-        return self._attempts.get(msg.id, 0) + 1
-
-    def _failed(self, msg: Message, exc: BaseException) -> None:
-        if msg._settled is not None:
-            return  # the handler settled it itself
-        attempt = self._attempt(msg)
-        reason = f"{type(exc).__name__}: {exc}"
-        if attempt >= self.delivery_limit:
-            _log.warning("consumer %s: event %s failed %d time(s), dead-lettering: %s", self._name, msg.id, attempt, reason)
-            self.dead_letter(msg, f"handler failed {attempt} time(s): {reason}")
-        else:
-            _log.warning("consumer %s: event %s failed (attempt %d), redelivering: %s", self._name, msg.id, attempt, reason)
-            if len(self._attempts) > 100000:
-                self._attempts.clear()
-            self._attempts[msg.id] = self._attempts.get(msg.id, 0) + 1
-            self.nack(msg, requeue=True)
+    def _settle_as(
+        self, message: Message, db: Optional[Db], outcome: int, reason: Optional[str] = None
+    ) -> Tuple[int, bool, int]:
+        """outbox_consumer_settle: ack, requeue or dead-letter as the library decides; returns
+        (action, db_lost, attempt)."""
+        h, m = self._handle(), message._handle()
+        self._settle(message, "settling")
+        try:
+            action, lost, attempt = h.settle(m, db._handle() if db is not None else None, outcome, reason)
+        except BaseException:
+            message._settled = None  # not settled: it is redelivered (the library says so)
+            raise
+        message._settled = _SETTLED.get(action, "settled")
+        return action, lost, attempt
 
     def _process(self, handler: Handler, conn: Any, db: Db, msg: Message) -> bool:
-        """One message: BEGIN, dedupe, handler, COMMIT, ack. True when the handler ran and committed."""
+        """One message: BEGIN, dedupe, handler, COMMIT, then settle. True when the handler ran and committed."""
         driver = db._driver
         h = db._handle()
         try:
             driver.begin(h)
             res = _dedupe_on(db, self, msg)
             msg.dedupe = res
-        except BaseException:
-            # Not the handler's fault: nothing committed, the message goes back to the queue.
+            if not res.first_time:
+                driver.commit(h)
+        except BaseException as exc:
+            # Not the handler's fault: nothing committed, the message goes back to the queue uncounted.
             _settle_quietly(lambda: driver.rollback(h))
-            _settle_quietly(lambda: self.nack(msg, requeue=True))
+            _settle_quietly(lambda: self._settle_as(msg, db, _NOT_PROCESSED, _reason(exc)))
             raise
         if not res.first_time:
-            try:
-                driver.commit(h)
-            except BaseException:
-                _settle_quietly(lambda: driver.rollback(h))
-                _settle_quietly(lambda: self.nack(msg, requeue=True))
-                raise
-            _log.info("consumer %s: event %s was already processed; acknowledged without running the handler",
-                      self._name, msg.id)
-            self.ack(msg)
+            self._settle_as(msg, db, _DUPLICATE)
             return False
         try:
             handler(msg, conn)
             driver.commit(h)
         except Exception as exc:
-            _settle_quietly(lambda: driver.rollback(h))
-            if isinstance(exc, ConnectionLost) or _broken(db):
-                _settle_quietly(lambda: self.nack(msg, requeue=True))
-                raise
-            self._failed(msg, exc)
+            _settle_quietly(lambda: driver.rollback(h))  # never reopens a lost connection: settle sees it lost
+            if msg._settled is not None:
+                return False  # the handler settled it itself
+            _, lost, _ = self._settle_as(msg, db, _HANDLER_FAILED, _reason(exc))
+            if lost:
+                raise ConnectionLost(f"PostgreSQL connection lost in the handler: {_reason(exc)}") from exc
             return False
-        except BaseException:  # KeyboardInterrupt, SystemExit: roll back, give the message back
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: roll back, give the message back
             _settle_quietly(lambda: driver.rollback(h))
-            _settle_quietly(lambda: self.nack(msg, requeue=True))
+            if msg._settled is None:
+                _settle_quietly(lambda: self._settle_as(msg, db, _NOT_PROCESSED, _reason(exc)))
             raise
         if msg._settled is None:  # (a handler that settled the message itself keeps its choice)
-            self.ack(msg)  # only after the commit; a redelivery after a lost ack is deduplicated
+            self._settle_as(msg, db, _HANDLED)  # only after the commit; a redelivery after a lost ack is deduplicated
         return True
 
     def run(
@@ -465,7 +457,7 @@ class Consumer:
         if db.tx_state.name not in ("IDLE",):
             raise InvalidArgument("Consumer.run() needs a connection that is not inside a transaction")
         handled = 0
-        backoff = 0.1
+        failures = 0
         try:
             while limit is None or handled < limit:
                 try:
@@ -478,35 +470,36 @@ class Consumer:
                     with msg:
                         if self._process(handler, conn, db, msg):
                             handled += 1
-                    backoff = 0.1
+                    failures = 0
                 except ConnectionLost as exc:
                     if not own:
                         raise  # a lent connection cannot be reopened here
                     # The library's own connection: reopen it, as outbox_consumer_run does.
-                    _log.warning("consumer %s: %s; reconnecting in %.1f s", self._name, exc, backoff)
                     db.close()
-                    conn = db = self._reopen(backoff)
+                    failures += 1
+                    conn = db = self._reopen(failures, exc)
                     if db is None:
                         break
-                    backoff = min(backoff * 2, 30.0)
         finally:
             if db is not None:
                 if db is not conn or own:
                     db.close()
         return handled
 
-    def _reopen(self, backoff: float) -> Optional[Db]:
-        """Reopens the run loop's own connection with backoff; None when stopped meanwhile."""
+    def _reopen(self, failures: int, exc: BaseException) -> Optional[Db]:
+        """Reopens the run loop's own connection, waiting as the library says (it logs why);
+        None when stopped meanwhile."""
         while True:
-            deadline = time.monotonic() + backoff
+            delay = self._handle().retry_delay(failures, f"{getattr(exc, 'code', type(exc).__name__)}: {exc}") / 1000.0
+            deadline = time.monotonic() + delay
             while time.monotonic() < deadline:
                 if self._stop_requested.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
                     return None
             try:
                 return Db.open(config=self._config)
-            except ConnectionLost as exc:
-                backoff = min(backoff * 2, 30.0)
-                _log.warning("consumer %s: %s; retrying in %.1f s", self._name, exc, backoff)
+            except ConnectionLost as again:
+                exc = again
+                failures += 1
 
     def run_native(self, handler: Callable[[Message, Db], Any], db: Optional[Db] = None) -> None:
         """Runs the C library's own loop (``outbox_consumer_run``) until :meth:`stop` or Ctrl-C.
@@ -537,12 +530,9 @@ class Consumer:
         self._handle().run_native(trampoline, db._handle() if db is not None else None, _on_main_thread())
 
 
-def _broken(db: Db) -> bool:
-    """True when the connection is gone: not the handler's fault, do not count the attempt."""
-    try:
-        return db.tx_state.name == "UNKNOWN"
-    except Exception:
-        return True
+def _reason(exc: BaseException) -> str:
+    """A Python exception as the reason text the library puts after "handler failed N time(s): "."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _settle_quietly(fn: Callable[[], Any]) -> None:

@@ -359,3 +359,55 @@ def test_step_then_settle_reports_every_mark_once(cfg, count, amqp):
         assert settled.claimed == 0
         assert total.published + settled.published == total.claimed == count("status = 'PUBLISHED'")
         assert relay.settle().published == 0  # nothing outstanding any more
+
+
+@pytest.mark.parametrize("lent", [True, False], ids=["psycopg", "own-db"])
+def test_a_database_lost_under_the_handler_is_not_an_attempt(admin, schema, cfg, consumer_name, amqp, lent):
+    """consumer.delivery_limit=2: the database goes away under the handler on the first delivery
+    (no attempt counted), the handler fails for real on the second (attempt 1, requeued), the third
+    is processed once. An event that always fails is dead-lettered at attempt 2 with the library's
+    reason text. The counting and the decision are the C library's (outbox_consumer_settle)."""
+    effects_table(admin, schema)
+    cfg["consumer.delivery_limit"] = 2
+    with outbox.Consumer(consumer_name, cfg) as consumer:
+        consumer.connect()
+        healthy, poison = write_events(cfg, 2, aggregates=2)  # payload n = 0, 1
+        with outbox.Relay(cfg) as relay:
+            relay.drain()
+        calls = {}
+
+        def handle(msg, conn):
+            n = calls[msg.id] = calls.get(msg.id, 0) + 1
+            if msg.id == poison:
+                raise RuntimeError("boom")
+            own = isinstance(conn, outbox.Db)
+            if n == 1:
+                pid = conn.execute("SELECT pg_backend_pid()", []).scalar() if own else \
+                    conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                admin.execute("SELECT pg_terminate_backend(%s::int)", (pid,))
+                conn.execute("SELECT 1", []) if own else conn.execute("SELECT 1")  # the handler sees it fail
+            if n == 2:
+                raise RuntimeError("transient")
+            if own:
+                conn.execute(f'INSERT INTO "{schema}".effects VALUES ($1, $2, $3)', [msg.id, msg.event_type, 1])
+            else:
+                conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s, %s)', (msg.id, msg.event_type, 1))
+
+        handled = 0
+        if lent:
+            # A lent connection that broke cannot be reopened by the loop: run() says so, and the
+            # message is redelivered (uncounted) to the next run on a new connection.
+            with psycopg.connect(PG_URL) as conn:
+                with pytest.raises(outbox.ConnectionLost, match="PostgreSQL connection lost in the handler"):
+                    handled += consumer.run(handle, conn, idle_timeout=10)
+            with psycopg.connect(PG_URL) as conn:
+                handled += consumer.run(handle, conn, idle_timeout=3)
+        else:
+            handled += consumer.run(handle, idle_timeout=3)
+    assert handled == 1
+    assert calls == {healthy: 3, poison: 2}, "lost database, one real failure, then processed; poison tried twice"
+    assert [r[0] for r in admin.execute(f'SELECT event_id::text FROM "{schema}".effects')] == [healthy]
+    dead = amqp.get_all(f"{consumer_name}.dead", 1)
+    assert [p.message_id for p, _ in dead] == [poison], "only the poison event is dead-lettered"
+    assert dead[0][0].headers["x-outbox-dead-reason"] == "handler failed 2 time(s): RuntimeError: boom"
+    assert amqp.get_all(f"{consumer_name}.dead", 1, timeout=0.5) == []

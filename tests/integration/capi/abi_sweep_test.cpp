@@ -712,6 +712,66 @@ Register r_consumer_msgs(
         EXPECT_STATUS(outbox_consumer_reset(c), OUTBOX_OK);
         EXPECT_STATUS(outbox_consumer_next(&none, c, -5), OUTBOX_ERR_TIMEOUT);
     });
+// ---- a consumer loop of your own: settle and retry delay ----
+Register r_consumer_settle({"outbox_consumer_settle", "outbox_consumer_retry_delay"}, [](Sweep &s) {
+    outbox_settled out;
+    outbox_settled_init(&out);
+    int delay = -1;
+    EXPECT_STATUS(outbox_consumer_retry_delay(nullptr, nullptr, 1, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_retry_delay(&delay, nullptr, 1, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(delay, 0);
+    EXPECT_STATUS(outbox_consumer_settle(&out, nullptr, nullptr, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    ASSERT_NO_FATAL_FAILURE(s.deliver());
+    outbox_consumer *c = s.consumer;
+    EXPECT_STATUS(outbox_consumer_retry_delay(&delay, c, 0, "x"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_retry_delay(&delay, c, -3, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    const std::pair<int, int> delays[] = {{1, 100}, {2, 200}, {3, 400}, {9, 25600}, {10, 30000}, {2147483647, 30000}};
+    for (auto [failures, want] : delays) {
+        EXPECT_STATUS(outbox_consumer_retry_delay(&delay, c, failures, nullptr), OUTBOX_OK);
+        EXPECT_EQ(delay, want) << failures << " failures";
+    }
+    std::string why = kHuge;
+    why[5] = '\xff';
+    EXPECT_STATUS(outbox_consumer_retry_delay(&delay, c, 1, why.c_str()), OUTBOX_OK);
+
+    EXPECT_STATUS(outbox_consumer_settle(&out, nullptr, s.msg, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_consumer_settle(&out, c, nullptr, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    for (int bad : {-1, 4, 1000}) {
+        EXPECT_STATUS(outbox_consumer_settle(&out, c, s.msg, nullptr, static_cast<outbox_outcome>(bad), nullptr),
+                      OUTBOX_ERR_INVALID_ARGUMENT);
+    }
+    outbox_settled zero{};
+    EXPECT_STATUS(outbox_consumer_settle(&zero, c, s.msg, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    // Through a consumer that never connected: a connection error, the message stays with its own.
+    outbox_consumer *other = nullptr;
+    ASSERT_EQ(outbox_consumer_new(&other, s.cfg, "sweep-other"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_consumer_settle(&out, other, s.msg, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
+                  OUTBOX_ERR_CONNECTION);
+    outbox_consumer_free(other);
+    // A handler failure on a lost database (with a 16 MiB reason that is not UTF-8): not counted, requeued.
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_consumer_settle(&out, c, s.msg, b, OUTBOX_OUTCOME_HANDLER_FAILED, why.c_str()), OUTBOX_OK);
+    EXPECT_EQ(out.action, OUTBOX_SETTLED_REQUEUED);
+    EXPECT_EQ(out.db_lost, 1);
+    EXPECT_EQ(out.attempt, 0);
+    outbox_db_close(b);
+    // Redelivered: a handler failure without a reason is attempt 1; then handled, acked.
+    outbox_message *m = nullptr;
+    ASSERT_EQ(outbox_consumer_next(&m, c, 10000), OUTBOX_OK) << outbox_last_error();
+    outbox_settled_init(&out);
+    EXPECT_STATUS(outbox_consumer_settle(&out, c, m, s.db, OUTBOX_OUTCOME_HANDLER_FAILED, nullptr), OUTBOX_OK);
+    EXPECT_EQ(out.action, OUTBOX_SETTLED_REQUEUED);
+    EXPECT_EQ(out.db_lost, 0);
+    EXPECT_EQ(out.attempt, 1);
+    outbox_message_free(m);
+    ASSERT_EQ(outbox_consumer_next(&m, c, 10000), OUTBOX_OK) << outbox_last_error();
+    EXPECT_STATUS(outbox_consumer_settle(nullptr, c, m, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr), OUTBOX_OK);
+    outbox_message_free(m);
+});
 Register r_consumer_run({"outbox_consumer_run", "outbox_handler_error"}, [](Sweep &s) {
     auto handler = [](outbox_db *, const outbox_message *, void *) { return 0; };
     EXPECT_STATUS(outbox_consumer_run(nullptr, nullptr, handler, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -740,6 +742,105 @@ TEST_F(CapiConsumerTest, ConsumerNextFieldsAckThenRunStoppedFromAnotherThread) {
     ASSERT_EQ(outbox_consumer_reset(consumer), OUTBOX_OK);
     EXPECT_EQ(outbox_consumer_next(&m, consumer, 200), OUTBOX_ERR_TIMEOUT);
     outbox_consumer_stop(nullptr); // a no-op
+}
+
+// A consumer loop of one's own (as the Python and Node packages have): BEGIN + dedupe
+// (outbox_consumer_begin), the "handler", COMMIT or ROLLBACK, then outbox_consumer_settle decides.
+// consumer.delivery_limit=2 on a quorum queue: the database dies under the handler on the first
+// delivery (not counted), the handler fails for real on the second (attempt 1), the third is
+// processed. An event that always fails is dead-lettered at attempt 2.
+TEST_F(CapiConsumerTest, AHandWrittenLoopSettlesThroughTheLibraryAndALostDatabaseIsNoAttempt) {
+    const std::string name = consumer_name("capi-settle-");
+    ASSERT_EQ(outbox_config_set(cfg, "consumer.delivery_limit", "2"), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
+    std::vector<std::string> log;
+    auto sink = [](outbox_log_level, const char *message, void *user_data) {
+        static_cast<std::vector<std::string> *>(user_data)->emplace_back(message);
+    };
+    ASSERT_EQ(outbox_consumer_set_logger(consumer, sink, &log), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
+    for (const char *agg : {"healthy", "poison"}) {
+        outbox_event *ev = make_event(agg);
+        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+        outbox_event_free(ev);
+    }
+    ASSERT_EQ(relay_all(), 2);
+
+    outbox_db *conn = nullptr;
+    ASSERT_EQ(outbox_db_open(&conn, pg_url().c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+    std::map<std::string, std::vector<outbox_settled>> settled;
+    const auto deadline = Clock::now() + 30s;
+    auto done = [&] { return settled["healthy"].size() == 3 && settled["poison"].size() == 2; };
+    while (!done() && Clock::now() < deadline) {
+        outbox_message *m = nullptr;
+        outbox_status st = outbox_consumer_next(&m, consumer, 500);
+        if (st == OUTBOX_ERR_TIMEOUT) {
+            continue;
+        }
+        ASSERT_EQ(st, OUTBOX_OK) << outbox_last_error();
+        const std::string agg = outbox_message_field(m, "AGGREGATE_ID");
+        const size_t n = settled[agg].size() + 1;
+        outbox_dedupe_result r;
+        outbox_dedupe_result_init(&r);
+        ASSERT_EQ(outbox_consumer_begin(&r, conn, consumer, m), OUTBOX_OK) << outbox_last_error();
+        ASSERT_EQ(r.first_time, 1);
+        std::string reason;
+        if (agg == "poison") {
+            reason = "boom";
+        } else if (n == 1) {
+            admin.query("SELECT pg_terminate_backend($1::int)",
+                        {std::to_string(PQbackendPID(static_cast<PGconn *>(outbox_db_pgconn(conn))))});
+            EXPECT_EQ(outbox_db_exec(conn, "SELECT 1"), OUTBOX_ERR_CONNECTION);
+            reason = outbox_last_error();
+        } else if (n == 2) {
+            reason = "transient";
+        }
+        outbox_settled out;
+        outbox_settled_init(&out);
+        if (reason.empty()) {
+            const std::string sql = "INSERT INTO \"" + schema + "\".effects VALUES ($1, 1)";
+            const char *values[] = {outbox_message_property(m, "message_id")};
+            PGresult *res = PQexecParams(static_cast<PGconn *>(outbox_db_pgconn(conn)), sql.c_str(), 1, nullptr, values,
+                                         nullptr, nullptr, 0);
+            const ExecStatusType rs = PQresultStatus(res);
+            PQclear(res);
+            ASSERT_EQ(rs, PGRES_COMMAND_OK);
+            ASSERT_EQ(outbox_db_exec(conn, "COMMIT"), OUTBOX_OK) << outbox_last_error();
+            ASSERT_EQ(outbox_consumer_settle(&out, consumer, m, conn, OUTBOX_OUTCOME_HANDLED, nullptr), OUTBOX_OK)
+                << outbox_last_error();
+        } else {
+            // Roll back, but not on a lost connection: that ROLLBACK would open it again.
+            if (outbox_db_tx_state(conn) != OUTBOX_TX_UNKNOWN) {
+                ASSERT_EQ(outbox_db_exec(conn, "ROLLBACK"), OUTBOX_OK) << outbox_last_error();
+            }
+            ASSERT_EQ(outbox_consumer_settle(&out, consumer, m, conn, OUTBOX_OUTCOME_HANDLER_FAILED, reason.c_str()),
+                      OUTBOX_OK)
+                << outbox_last_error();
+        }
+        settled[agg].push_back(out);
+        outbox_message_free(m);
+    }
+    outbox_db_close(conn);
+    ASSERT_TRUE(done()) << "healthy settled " << settled["healthy"].size() << " times, poison "
+                        << settled["poison"].size();
+    const auto &h = settled["healthy"];
+    EXPECT_EQ(h[0].action, OUTBOX_SETTLED_REQUEUED);
+    EXPECT_EQ(h[0].db_lost, 1) << "the lost database is seen through the db handle";
+    EXPECT_EQ(h[0].attempt, 0) << "a lost database is not an attempt";
+    EXPECT_EQ(h[1].action, OUTBOX_SETTLED_REQUEUED);
+    EXPECT_EQ(h[1].db_lost, 0);
+    EXPECT_EQ(h[1].attempt, 1) << "the first real failure is attempt 1, not 2";
+    EXPECT_EQ(h[2].action, OUTBOX_SETTLED_ACKED);
+    const auto &p = settled["poison"];
+    EXPECT_EQ(p[0].action, OUTBOX_SETTLED_REQUEUED);
+    EXPECT_EQ(p[0].attempt, 1);
+    EXPECT_EQ(p[1].action, OUTBOX_SETTLED_DEAD_LETTERED);
+    EXPECT_EQ(p[1].attempt, 2);
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM \"" + schema + "\".effects"), "1");
+    const std::string dead_line = "failed 2 time(s), dead-lettering: boom";
+    EXPECT_TRUE(std::any_of(log.begin(), log.end(),
+                            [&](const std::string &l) { return l.find(dead_line) != std::string::npos; }))
+        << "no log line with: " << dead_line;
 }
 
 // Bad arguments of the consumer entry points.

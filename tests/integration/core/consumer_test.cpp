@@ -1180,6 +1180,59 @@ TEST_F(ConsumerTest, DatabaseLostInsideTheHandlerIsNotAHandlerFailure) {
     EXPECT_GE(calls.load(), 2);
 }
 
+// The same with consumer.delivery_limit=2, on both queue types: the database goes away under the
+// handler on the first delivery, the handler then fails once for real, and the third delivery is
+// processed. Were the lost database counted, the real failure would be attempt 2 and dead-letter a
+// healthy event. A second event fails every time: dead-lettered with the canonical reason at 2.
+class DbLostTest : public ConsumerTest, public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(DbLostTest, DatabaseLostIsNotCountedAndARealFailureIsAttemptOne) {
+    const std::string queue_type = GetParam();
+    const std::string name = "it-dblost2-" + queue_type + "-" + suffix;
+    Topology topo;
+    topo.consumer(name);
+    cfg.set("consumer.delivery_limit", "2");
+    cfg.set("consumer.queue_type", queue_type);
+    outbox::pg::Conn killer = outbox::pg::Conn::open(pg_url());
+    std::mutex mu;
+    std::map<std::string, int> calls;
+    RunningConsumer consumer(cfg, name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        int n = 0;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            n = ++calls[d.aggregate_id];
+        }
+        if (d.aggregate_id == "poison0") {
+            throw std::runtime_error("boom");
+        }
+        if (n == 1) {
+            killer.exec("SELECT pg_terminate_backend(" + std::to_string(tx.backend_pid()) + ")");
+            tx.exec("SELECT 1"); // the handler sees its connection fail
+        }
+        if (n == 2) {
+            throw std::runtime_error("transient");
+        }
+        count_effect(tx, name, d.event_id);
+    });
+    write_committed(1, 1, "healthy");
+    write_committed(1, 1, "poison");
+    outbox::Relay relay(cfg);
+    ASSERT_EQ(drain(relay).published, 2);
+    const bool done = eventually([&] { return effect_rows(name) == 1; }, 20s);
+    std::vector<amqp::Message> dead = read_queue(consumer.consumer().dead_letter_queue(), 1, 10000);
+    consumer.stop();
+    EXPECT_TRUE(done) << "the healthy event was never processed; log:" << join_lines(consumer.log());
+    ASSERT_EQ(dead.size(), 1U) << join_lines(consumer.log());
+    EXPECT_EQ(header_string(dead[0].props, "x-outbox-dead-reason"), "handler failed 2 time(s): boom");
+    EXPECT_EQ(dead[0].body.find("healthy0"), std::string::npos) << "the healthy event was dead-lettered";
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(calls["healthy0"], 3) << "lost database, one real failure, then processed";
+    EXPECT_EQ(calls["poison0"], 2) << "the handler runs exactly consumer.delivery_limit times";
+    EXPECT_EQ(effect_rows(name), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(QueueTypes, DbLostTest, ::testing::Values("quorum", "classic"));
+
 // A classic queue left from before (quorum is the default) cannot become a quorum queue in place:
 // the consumer says so once, with what to do, instead of retrying a broker error forever.
 TEST_F(ConsumerTest, AQueueOfAnotherTypeIsAClearErrorNotAnEndlessRetry) {
