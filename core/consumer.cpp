@@ -298,6 +298,20 @@ int Consumer::retry_delay_ms(int failures, const std::string &why) const {
     return delay;
 }
 
+// COMMIT of a handler's effect. The server refusing it (a deferred constraint, a serialization
+// failure) is the effect's failure and counts as the handler's, as in every language's loop; a
+// connection lost at COMMIT is not (settle() sees the connection lost).
+void Consumer::commit_effect(pg::Conn &conn) {
+    try {
+        conn.exec_simple("COMMIT");
+    } catch (const Error &e) {
+        if (!conn.ok()) {
+            throw;
+        }
+        throw HandlerFailed{std::string("COMMIT failed: ") + e.what()};
+    }
+}
+
 // One delivery: BEGIN and the dedupe in one round trip, the handler the first time only, COMMIT,
 // then settle(). Any error other than the handler's requeues the message without counting an
 // attempt and is thrown to run()'s reconnect loop.
@@ -316,10 +330,11 @@ void Consumer::handle(pg::Conn &conn, Delivery &d, const Handler &handler) {
             } catch (...) {
                 throw HandlerFailed{"handler failed"};
             }
+            commit_effect(conn);
         } else {
             outcome = Outcome::duplicate;
+            conn.exec_simple("COMMIT");
         }
-        conn.exec_simple("COMMIT");
     } catch (const HandlerFailed &f) {
         conn.rollback_quietly(); // never reopens a lost connection: settle() sees it lost
         Settlement s = settle(d, Outcome::handler_failed, f.reason, &conn);

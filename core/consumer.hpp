@@ -115,6 +115,7 @@ class Consumer {
 
   private:
     void handle(pg::Conn &conn, Delivery &d, const Handler &handler);
+    static void commit_effect(pg::Conn &conn);
     void drop() noexcept;
     void log(int level, const std::string &msg) const;
 

@@ -374,6 +374,12 @@ class Consumer {
     try {
       await client.query('COMMIT');
     } catch (e) {
+      if (first && (await rollback()) && !msg._settled) {
+        // The server refused the effect's COMMIT (a deferred constraint, a serialization failure)
+        // with the connection up: the effect's failure, counted as the handler's, as in C and Python.
+        await this._settleAs(msg, HANDLER_FAILED, `COMMIT failed: ${reasonOf(e)}`);
+        return;
+      }
       await rollback();
       await notProcessed(reasonOf(e));
       throw fromPg(e, 'COMMIT');

@@ -143,6 +143,47 @@ for (const mode of ['own client', 'lent client']) {
   });
 }
 
+test('consume(): a COMMIT the server refuses counts as the handler\'s failure, dead-lettered at the limit', async (t) => {
+  // A deferred unique constraint refuses the COMMIT: the effect's failure, counted as the handler's
+  // (as in C and Python), so the event is dead-lettered at consumer.delivery_limit with the server's
+  // reason instead of being retried forever; the healthy event is processed once.
+  const e = await env(t, { 'consumer.delivery_limit': 2 });
+  const name = e.consumerName('commitfail');
+  await e.admin.query(`CREATE TABLE "${e.schema}".indexed (id text PRIMARY KEY)`);
+  await e.admin.query(`CREATE TABLE "${e.schema}".deferred_keys (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)`);
+  const consumer = e.outbox.consumer(name);
+  t.after(() => consumer.close());
+  await consumer.connect();
+  const relay = e.outbox.relay();
+  t.after(() => relay.close());
+  const writer = await pgClient();
+  t.after(() => writer.end());
+  await writer.query('BEGIN');
+  await e.outbox.write(writer, event({ aggregateId: 'refused' }));
+  await e.outbox.write(writer, event({ aggregateId: 'healthy' }));
+  await writer.query('COMMIT');
+  assert.equal((await e.drain(relay)).published, 2);
+  const calls = { refused: 0, healthy: 0 };
+  const handler = async (m, tx) => {
+    calls[m.aggregateId]++;
+    if (m.aggregateId === 'refused') await tx.query(`INSERT INTO "${e.schema}".deferred_keys VALUES (1), (1)`);
+    await tx.query(`INSERT INTO "${e.schema}".indexed VALUES ($1)`, [m.aggregateId]);
+  };
+  const ch = await e.amqp.createChannel();
+  t.after(() => ch.close().catch(() => {}));
+  const done = consumer.consume(handler);
+  await until('the healthy effect and the dead letter', async () =>
+    (await e.count(`SELECT count(*) FROM "${e.schema}".indexed`)) === 1 &&
+    (await ch.checkQueue(`${name}.dead`)).messageCount === 1);
+  consumer.stop();
+  await done;
+  assert.deepEqual(calls, { refused: 2, healthy: 1 });
+  const dead = await ch.get(`${name}.dead`, { noAck: true });
+  assert.equal(JSON.parse(dead.content.toString()).AGGREGATE_ID, 'refused');
+  const reason = String(dead.properties.headers['x-outbox-dead-reason']);
+  assert.ok(reason.startsWith('handler failed 2 time(s): COMMIT failed: ') && reason.includes('duplicate key'), reason);
+});
+
 test('async iterator: fields, nack/redelivery, dedupe on a Database, ack, purge; relay.run() resolves after stop()', async (t) => {
   // LISTEN/NOTIFY wake-ups, with a short polling fallback: a NOTIFY that arrives while a step is
   // running is not seen by the core's idle wait (see the report), so polling picks that event up.

@@ -411,3 +411,34 @@ def test_a_database_lost_under_the_handler_is_not_an_attempt(admin, schema, cfg,
     assert [p.message_id for p, _ in dead] == [poison], "only the poison event is dead-lettered"
     assert dead[0][0].headers["x-outbox-dead-reason"] == "handler failed 2 time(s): RuntimeError: boom"
     assert amqp.get_all(f"{consumer_name}.dead", 1, timeout=0.5) == []
+
+
+def test_a_commit_the_server_refuses_counts_as_the_handlers_failure(admin, schema, cfg, consumer_name, amqp):
+    """A COMMIT refused by the server (a deferred unique constraint) is the effect's failure: it
+    counts as the handler's, as in C and Node, so the event is dead-lettered at the limit with the
+    server's reason instead of being retried forever; the healthy event is processed once."""
+    effects_table(admin, schema)
+    admin.execute(f'CREATE TABLE "{schema}".deferred_keys (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)')
+    cfg["consumer.delivery_limit"] = 2
+    with outbox.Consumer(consumer_name, cfg) as consumer:
+        consumer.connect()
+        refused, healthy = write_events(cfg, 2, aggregates=2)
+        with outbox.Relay(cfg) as relay:
+            relay.drain()
+        calls = {}
+
+        def handle(msg, conn):
+            calls[msg.id] = calls.get(msg.id, 0) + 1
+            if msg.id == refused:
+                conn.execute(f'INSERT INTO "{schema}".deferred_keys VALUES (1), (1)')  # refused at COMMIT
+            conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s, %s)', (msg.id, msg.event_type, 1))
+
+        with psycopg.connect(PG_URL) as conn:
+            handled = consumer.run(handle, conn, idle_timeout=3)
+    assert handled == 1
+    assert calls == {refused: 2, healthy: 1}
+    assert [r[0] for r in admin.execute(f'SELECT event_id::text FROM "{schema}".effects')] == [healthy]
+    dead = amqp.get_all(f"{consumer_name}.dead", 1)
+    assert [p.message_id for p, _ in dead] == [refused]
+    reason = dead[0][0].headers["x-outbox-dead-reason"]
+    assert reason.startswith("handler failed 2 time(s): ") and "duplicate key" in reason, reason

@@ -1233,6 +1233,41 @@ TEST_P(DbLostTest, DatabaseLostIsNotCountedAndARealFailureIsAttemptOne) {
 
 INSTANTIATE_TEST_SUITE_P(QueueTypes, DbLostTest, ::testing::Values("quorum", "classic"));
 
+// A COMMIT the server refuses (here a deferred unique constraint) is the effect's failure: it counts
+// as the handler's, so the event is dead-lettered at the limit with the server's reason instead of
+// being retried forever; the healthy event next to it is processed once.
+TEST_F(ConsumerTest, ACommitTheServerRefusesCountsAsTheHandlersFailure) {
+    const std::string name = "it-commitfail-" + suffix;
+    Topology topo;
+    topo.consumer(name);
+    cfg.set("consumer.delivery_limit", "2");
+    const std::string keys = "\"" + cfg.schema + "\".deferred_keys";
+    db->exec_simple("CREATE TABLE " + keys + " (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)");
+    std::atomic<int> refused_calls{0};
+    RunningConsumer consumer(cfg, name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        if (d.aggregate_id == "refused0") {
+            ++refused_calls;
+            tx.exec_simple("INSERT INTO " + keys + " VALUES (1), (1)"); // refused only at COMMIT
+        }
+        count_effect(tx, name, d.event_id);
+    });
+    write_committed(1, 1, "refused");
+    write_committed(1, 1, "healthy");
+    outbox::Relay relay(cfg);
+    ASSERT_EQ(drain(relay).published, 2);
+    std::vector<amqp::Message> dead = read_queue(consumer.consumer().dead_letter_queue(), 1, 15000);
+    const bool healthy = eventually([&] { return effect_rows(name) == 1; }, 10s);
+    consumer.stop();
+    ASSERT_EQ(dead.size(), 1U) << "a refused COMMIT must count; log:" << join_lines(consumer.log());
+    const std::string reason = header_string(dead[0].props, "x-outbox-dead-reason");
+    EXPECT_EQ(reason.rfind("handler failed 2 time(s): COMMIT failed: ", 0), 0U) << reason;
+    EXPECT_NE(reason.find("duplicate key"), std::string::npos) << reason;
+    EXPECT_NE(dead[0].body.find("refused0"), std::string::npos);
+    EXPECT_EQ(refused_calls.load(), 2);
+    EXPECT_TRUE(healthy) << join_lines(consumer.log());
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + keys), 0) << "nothing of a refused COMMIT stays";
+}
+
 // A classic queue left from before (quorum is the default) cannot become a quorum queue in place:
 // the consumer says so once, with what to do, instead of retrying a broker error forever.
 TEST_F(ConsumerTest, AQueueOfAnotherTypeIsAClearErrorNotAnEndlessRetry) {
