@@ -262,14 +262,12 @@ class _Owned(_Driver):
         return int(self.conn._handle().pgconn())
 
     # A connection the library owns and found lost (UNKNOWN) is opened again by the library at the
-    # next BEGIN or ROLLBACK (outbox_db_exec), through its conninfo's host list: send them then too.
+    # next BEGIN (outbox_db_exec), through its conninfo's host list: send it then too. A rollback
+    # of a lost connection stays a no-op (the inherited rule), so a clean-up after a failure never
+    # reopens it and the consumer's settle still sees the database lost.
     def begin(self, db: "_native.Db") -> None:
         if db.tx_state() in (TxState.IDLE, TxState.UNKNOWN):
             db.exec("BEGIN")
-
-    def rollback(self, db: "_native.Db") -> None:
-        if db.tx_state() != TxState.IDLE:
-            db.exec("ROLLBACK")
 
 
 def _refuse_async(conn: Any) -> None:
