@@ -60,7 +60,7 @@ Consumer::~Consumer() {
     drop();
 }
 
-void Consumer::log(int level, const std::string &msg) const {
+void Consumer::log(LogLevel level, const std::string &msg) const {
     if (log_) {
         log_(level, msg);
     }
@@ -100,7 +100,7 @@ void Consumer::connect() {
     conn->confirm_select(); // dead-letter publishes are confirmed before the original is acked
     conn->consume(queue_, false, "outbox-" + name_);
     mq_ = std::move(conn);
-    log(1, "consumer " + name_ + " connected to RabbitMQ node " + mq_->node() + " (" + amqp::redact_url(cfg_.amqp_url) +
+    log(LogLevel::info, "consumer " + name_ + " connected to RabbitMQ node " + mq_->node() + " (" + amqp::redact_url(cfg_.amqp_url) +
                "), queue " + queue_ + " (" + cfg_.consumer_queue_type + "), dead letters to " + dlq_);
 }
 
@@ -139,7 +139,7 @@ std::optional<Delivery> Consumer::next(int timeout_ms) {
         Delivery d;
         std::string why = parse_delivery(std::move(*msg), cfg_.consumer_max_body_bytes, d);
         if (!why.empty()) {
-            log(2, "consumer " + name_ + ": dead-lettering message " +
+            log(LogLevel::warn, "consumer " + name_ + ": dead-lettering message " +
                        (d.raw.props.message_id.empty() ? std::string("(no id)") : d.raw.props.message_id) + ": " + why);
             dead_letter(d, why);
             continue;
@@ -255,20 +255,20 @@ Settlement Consumer::settle(const Delivery &d, Outcome outcome, const std::strin
         ack(d);
         return s;
     case Outcome::duplicate:
-        log(1, "consumer " + name_ + ": event " + d.event_id + " (" + d.event_type + " " + d.aggregate_type + ":" +
+        log(LogLevel::info, "consumer " + name_ + ": event " + d.event_id + " (" + d.event_type + " " + d.aggregate_type + ":" +
                    d.aggregate_id + ") was already processed; acknowledged without running the handler");
         ack(d);
         return s;
     case Outcome::handler_failed: {
         s.attempt = attempts(d);
         if (s.attempt >= cfg_.consumer_delivery_limit) {
-            log(2, "consumer " + name_ + ": event " + d.event_id + " failed " + std::to_string(s.attempt) +
+            log(LogLevel::warn, "consumer " + name_ + ": event " + d.event_id + " failed " + std::to_string(s.attempt) +
                        " time(s), dead-lettering: " + reason);
             dead_letter(d, "handler failed " + std::to_string(s.attempt) + " time(s): " + reason);
             s.action = Settled::dead_lettered;
             return s;
         }
-        log(2, "consumer " + name_ + ": event " + d.event_id + " failed (attempt " + std::to_string(s.attempt) +
+        log(LogLevel::warn, "consumer " + name_ + ": event " + d.event_id + " failed (attempt " + std::to_string(s.attempt) +
                    "), redelivering: " + reason);
         bump(classic_attempts_, d.event_id);
         nack(d, true);
@@ -276,7 +276,7 @@ Settlement Consumer::settle(const Delivery &d, Outcome outcome, const std::strin
         return s;
     }
     case Outcome::not_processed:
-        log(2, "consumer " + name_ + ": event " + d.event_id + " not processed, redelivering without counting an " +
+        log(LogLevel::warn, "consumer " + name_ + ": event " + d.event_id + " not processed, redelivering without counting an " +
                    "attempt: " + (s.db_lost ? "PostgreSQL connection lost in the handler: " : "") + reason);
         nack(d, true);
         bump(uncounted_, d.event_id);
@@ -293,7 +293,7 @@ int Consumer::retry_delay_ms(int failures, const std::string &why) const {
     }
     delay = std::min(delay, 30000);
     if (!why.empty()) {
-        log(2, "consumer " + name_ + ": " + why + "; retrying in " + std::to_string(delay) + " ms");
+        log(LogLevel::warn, "consumer " + name_ + ": " + why + "; retrying in " + std::to_string(delay) + " ms");
     }
     return delay;
 }
@@ -375,7 +375,7 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
                 }
                 own.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, "outbox-consumer " + name_));
                 conn = &*own;
-                log(1, "consumer " + name_ + " connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url));
+                log(LogLevel::info, "consumer " + name_ + " connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url));
             }
             std::optional<Delivery> d = next(500);
             failures = 0;
@@ -406,7 +406,7 @@ void Consumer::run(pg::Conn *db, const Handler &handler) {
         }
     }
     drop();
-    log(1, "consumer " + name_ + " stopped");
+    log(LogLevel::info, "consumer " + name_ + " stopped");
 }
 
 } // namespace outbox

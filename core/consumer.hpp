@@ -6,6 +6,7 @@
 #include "amqp.hpp"
 #include "config.hpp"
 #include "inbox.hpp"
+#include "log.hpp"
 #include "pg.hpp"
 
 #include <atomic>
@@ -87,7 +88,7 @@ class Consumer {
     [[nodiscard]] bool stopping() const noexcept { return stop_.load(std::memory_order_relaxed); }
     void reset_stop() noexcept { stop_.store(false, std::memory_order_relaxed); }
 
-    void set_logger(std::function<void(int level, const std::string &)> fn) { log_ = std::move(fn); }
+    void set_logger(LogFn fn) { log_ = std::move(fn); }
     [[nodiscard]] const std::string &name() const { return name_; }
     [[nodiscard]] const std::string &queue() const { return queue_; }
     [[nodiscard]] const std::string &dead_letter_queue() const { return dlq_; }
@@ -117,7 +118,7 @@ class Consumer {
     void handle(pg::Conn &conn, Delivery &d, const Handler &handler);
     static void commit_effect(pg::Conn &conn);
     void drop() noexcept;
-    void log(int level, const std::string &msg) const;
+    void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
     std::string name_;
@@ -130,7 +131,7 @@ class Consumer {
     std::unordered_map<std::string, int64_t> classic_attempts_; // handler failures per event (classic queues)
     std::unordered_map<std::string, int64_t> uncounted_;        // requeues that were not the handler's failure
     std::atomic<bool> stop_{false};
-    std::function<void(int, const std::string &)> log_;
+    LogFn log_;
 };
 
 } // namespace outbox

@@ -14,6 +14,7 @@
 #include "amqp.hpp"
 #include "config.hpp"
 #include "envelope.hpp"
+#include "log.hpp"
 #include "pg.hpp"
 
 #include <atomic>
@@ -41,9 +42,6 @@ struct RelayStats {
     int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
     bool blocked = false; // the broker blocked publishing (resource alarm) during the step
 };
-
-enum class LogLevel { debug = 0, info = 1, warn = 2, error = 3 };
-using LogFn = std::function<void(LogLevel, const std::string &)>;
 
 // Delay before attempt `attempt` (1 = the first retry): base * 2^(attempt-1) capped at max_ms,
 // then "equal jitter": uniformly in [d/2, d]. Never negative, never above max_ms.

@@ -274,7 +274,7 @@ outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_f
             consumer->consumer.set_logger({});
             return;
         }
-        consumer->consumer.set_logger([fn, user_data](int level, const std::string &m) {
+        consumer->consumer.set_logger([fn, user_data](outbox::LogLevel level, const std::string &m) {
             fn(static_cast<outbox_log_level>(level), m.c_str(), user_data);
         });
     });

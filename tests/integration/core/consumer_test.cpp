@@ -179,7 +179,7 @@ class RunningConsumer {
   public:
     RunningConsumer(const outbox::Config &cfg, const std::string &name, outbox::Consumer::Handler handler)
         : consumer_(cfg, name), handler_(std::move(handler)) {
-        consumer_.set_logger([this](int, const std::string &m) {
+        consumer_.set_logger([this](outbox::LogLevel, const std::string &m) {
             std::lock_guard<std::mutex> lock(mu_);
             log_.push_back(m);
         });
@@ -1281,7 +1281,7 @@ TEST_F(ConsumerTest, AQueueOfAnotherTypeIsAClearErrorNotAnEndlessRetry) {
     outbox::Consumer consumer(cfg, name);
     std::mutex mu;
     std::vector<std::string> log;
-    consumer.set_logger([&](int, const std::string &m) {
+    consumer.set_logger([&](outbox::LogLevel, const std::string &m) {
         std::lock_guard<std::mutex> lock(mu);
         log.push_back(m);
     });
