@@ -146,12 +146,7 @@ int64_t parse_duration(const std::string &text) {
 int run_purge_inbox(const CommonOptions &opts, const std::string &older_than, int batch) {
     Config cfg = build_config(opts);
     int64_t age = older_than.empty() ? cfg.inbox_retention_s : parse_duration(older_than);
-    if (age < cfg.inbox_retention_s) {
-        fail(Errc::invalid_argument, "refusing to purge inbox rows younger than inbox.retention_s (" +
-                                         std::to_string(cfg.inbox_retention_s) +
-                                         " s): a redelivery may still need them (lower it with --set "
-                                         "inbox.retention_s=SECONDS if you mean it)");
-    }
+    // The library refuses an age below inbox.retention_s (inbox::purge).
     pg::Conn conn = pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-purge-inbox");
     int64_t n = inbox::purge(conn, cfg, age, batch);
     if (opts.json) {

@@ -593,6 +593,68 @@ OUTBOX_API outbox_order outbox_message_order(const outbox_message *msg);
 OUTBOX_API int64_t outbox_message_previous_seq(const outbox_message *msg);
 /**@}*/
 
+/** @name Shared rules
+ * The rules every binding needs and none may copy: event field names, placeholder names, how a
+ * PostgreSQL error is classified, the environment's URLs. Read them from here.
+ */
+/**@{*/
+/** What an event field's value is (see outbox_event_field()). */
+typedef enum outbox_field_kind {
+    OUTBOX_FIELD_TEXT = 0, /**< text */
+    OUTBOX_FIELD_JSON = 1, /**< JSON text: "payload", "previous_payload", "metadata" */
+    OUTBOX_FIELD_FLAG = 2  /**< "true" or "false": "force_delete" */
+} outbox_field_kind;
+/**
+ * Lists the event fields outbox_event_set() takes, in one fixed order (the order the bindings
+ * pass them in).
+ * @param[out] name borrowed static string (may be NULL).
+ * @param[out] kind the kind of its value (may be NULL).
+ * @param index 0-based.
+ * @return OUTBOX_OK, or OUTBOX_ERR_NOT_FOUND past the last field.
+ */
+OUTBOX_API outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, size_t index);
+/**
+ * The name of a rendered statement's parameter in the named placeholder styles
+ * (render.placeholders=named: ":p1"; pyformat: "%(p1)s"): "p1", "p2", ...
+ * @return the name (borrowed, valid until outbox_statement_free()), or NULL for the positional
+ *         styles (dollar, qmark, format), a NULL statement or a bad index.
+ */
+OUTBOX_API const char *outbox_statement_param_name(const outbox_statement *st, size_t index);
+/**
+ * The status the library gives a PostgreSQL error of this SQLSTATE (e.g. "23505" ->
+ * OUTBOX_ERR_DUPLICATE, "08006" -> OUTBOX_ERR_CONNECTION, "42P01" -> OUTBOX_ERR_SCHEMA), for
+ * errors a caller's own driver raised running a rendered statement. Does not touch the last error.
+ * @return the status; OUTBOX_ERR_DATABASE for NULL, an unknown or a malformed SQLSTATE.
+ */
+OUTBOX_API outbox_status outbox_status_for_sqlstate(const char *sqlstate);
+/**
+ * The name of the unique index on the outbox's idempotency_key (in the outbox's schema): a unique
+ * violation (23505) naming this constraint is a reused idempotency key.
+ * @param[out] out the name (owned: free with outbox_string_free()); NULL on failure.
+ * @param cfg which table (outbox.table); NULL for the defaults.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (out is NULL), OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_idempotency_index(char **out, const outbox_config *cfg);
+/**
+ * Opens a connection the library owns to the configuration's pg.url (for callers that hold the
+ * configuration but not the URL: it reads back as "***"). Combine with outbox_config_from_env()
+ * for the OUTBOX_PG_URL fallback.
+ * @param[out] out the new handle; close with outbox_db_close().
+ * @param cfg copied into the handle, as outbox_db_open() does.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, or no pg.url), OUTBOX_ERR_CONNECTION
+ *         (unreachable, refused, bad credentials; the message never contains the password),
+ *         OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_db_open_config(outbox_db **out, const outbox_config *cfg);
+/**
+ * Takes the URLs from the environment: pg.url from OUTBOX_PG_URL and amqp.url from
+ * OUTBOX_AMQP_URL, each when set and non-empty. With `overwrite` 0 only a URL the configuration
+ * does not have yet is filled in; otherwise the environment's wins.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (cfg is NULL).
+ */
+OUTBOX_API outbox_status outbox_config_from_env(outbox_config *cfg, int overwrite);
+/**@}*/
+
 /** @name Operations
  * Operator tools over the outbox table (the `outbox stats`, `retry-failed`, `purge` and `replay`
  * commands call these). Each is bounded by an index, so it stays fast on a table of millions of

@@ -47,6 +47,9 @@ OUTBOX_SAME_VALUE(OUTBOX_ORDER_GAP, outbox::inbox::Order::gap);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_ALL, outbox::schema::What::all);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_OUTBOX, outbox::schema::What::outbox);
 OUTBOX_SAME_VALUE(OUTBOX_MIGRATE_INBOX, outbox::schema::What::inbox);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_TEXT, outbox::FieldKind::text);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_JSON, outbox::FieldKind::json);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_FLAG, outbox::FieldKind::flag);
 #undef OUTBOX_SAME_VALUE
 
 struct outbox_config {

@@ -78,28 +78,15 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
         const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
         auto st = outbox::inbox::render(c, make_key(consumer, event_id, aggregate_type, aggregate_id, seq),
                                         c.inbox_order_check);
-        std::string sql = st.sql;
-        if (c.qmark_placeholders) {
-            for (int i = 5; i >= 1; --i) {
-                std::string ph = "$" + std::to_string(i);
-                for (size_t pos = sql.find(ph); pos != std::string::npos; pos = sql.find(ph, pos + 1)) {
-                    sql.replace(pos, ph.size(), "?");
-                }
-            }
-        }
-        *out = new outbox_statement{outbox::store::Statement{std::move(sql), std::move(st.params)}};
+        *out = new outbox_statement{
+            outbox::store::with_placeholders(outbox::store::Statement{std::move(st.sql), std::move(st.params), {}},
+                                             c.placeholders)};
     });
 }
 
 outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch) {
     OUTBOX_REQUIRE(db);
     return guard([&] {
-        if (older_than_s < db->cfg.inbox_retention_s) {
-            outbox::fail(outbox::Errc::invalid_argument,
-                         "refusing to purge inbox rows younger than inbox.retention_s (" +
-                             std::to_string(db->cfg.inbox_retention_s) +
-                             " s): a redelivery may still need them; lower inbox.retention_s deliberately");
-        }
         int64_t n = outbox::inbox::purge(db->conn, db->cfg, older_than_s, batch);
         if (deleted != nullptr) {
             *deleted = n;

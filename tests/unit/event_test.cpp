@@ -219,3 +219,25 @@ TEST(Render, ParametersInOrderAndQmarkStyle) {
     EXPECT_EQ(q.sql.find('$'), std::string::npos);
     EXPECT_EQ(std::count(q.sql.begin(), q.sql.end(), '?'), 11);
 }
+
+TEST(Placeholders, EveryStyleRenamesEachParameterAndEscapesPercentWhereItMustNotBeOne) {
+    const store::Statement st{"SELECT $1 WHERE b LIKE '10%' AND c = $2 AND d = $10", {"a", std::nullopt, "j"}, {}};
+    EXPECT_EQ(store::with_placeholders(st, "dollar").sql, st.sql);
+    EXPECT_EQ(store::with_placeholders(st, "qmark").sql, "SELECT ? WHERE b LIKE '10%' AND c = ? AND d = ?");
+    EXPECT_EQ(store::with_placeholders(st, "format").sql, "SELECT %s WHERE b LIKE '10%%' AND c = %s AND d = %s");
+    const store::Statement named = store::with_placeholders(st, "named");
+    EXPECT_EQ(named.sql, "SELECT :p1 WHERE b LIKE '10%' AND c = :p2 AND d = :p10");
+    EXPECT_EQ(named.names, (std::vector<std::string>{"p1", "p2", "p3"}));
+    EXPECT_EQ(store::with_placeholders(st, "pyformat").sql,
+              "SELECT %(p1)s WHERE b LIKE '10%%' AND c = %(p2)s AND d = %(p10)s");
+    EXPECT_TRUE(store::with_placeholders(st, "qmark").names.empty());
+    EXPECT_EQ(store::statement_json(named),
+              "{\"sql\":\"SELECT :p1 WHERE b LIKE '10%' AND c = :p2 AND d = :p10\",\"params\":[\"a\",null,\"j\"],"
+              "\"names\":[\"p1\",\"p2\",\"p3\"]}");
+    try {
+        (void)store::with_placeholders(st, "numeric");
+        FAIL() << "an unknown style must be refused";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.code(), Errc::invalid_argument);
+    }
+}

@@ -491,6 +491,72 @@ Register r_render({"outbox_render_write", "outbox_statement_free", "outbox_state
                       outbox_event_free(ev);
                   });
 
+// ---- shared rules (rules-c.cpp) -------------------------------------------------------------------
+Register r_event_field({"outbox_event_field"}, [](Sweep &) {
+    EXPECT_EQ(outbox_event_field(nullptr, nullptr, 0), OUTBOX_OK) << "both outputs may be NULL";
+    EXPECT_STATUS(outbox_event_field(nullptr, nullptr, SIZE_MAX), OUTBOX_ERR_NOT_FOUND);
+    const char *name = reinterpret_cast<const char *>(0x1);
+    outbox_field_kind kind = OUTBOX_FIELD_FLAG;
+    EXPECT_STATUS(outbox_event_field(&name, &kind, 100000), OUTBOX_ERR_NOT_FOUND);
+});
+Register r_param_name({"outbox_statement_param_name"}, [](Sweep &s) {
+    EXPECT_EQ(outbox_statement_param_name(nullptr, 0), nullptr);
+    outbox_statement *st = nullptr;
+    outbox_event *ev = s.make_event();
+    ASSERT_EQ(outbox_render_write(&st, nullptr, ev), OUTBOX_OK);
+    EXPECT_EQ(outbox_statement_param_name(st, 0), nullptr) << "dollar is positional";
+    outbox_statement_free(st);
+    outbox_config *named = nullptr;
+    ASSERT_EQ(outbox_config_new(&named), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(named, "render.placeholders", "named"), OUTBOX_OK);
+    ASSERT_EQ(outbox_render_write(&st, named, ev), OUTBOX_OK);
+    EXPECT_STREQ(outbox_statement_param_name(st, 0), "p1");
+    EXPECT_EQ(outbox_statement_param_name(st, outbox_statement_param_count(st)), nullptr);
+    EXPECT_EQ(outbox_statement_param_name(st, SIZE_MAX), nullptr);
+    outbox_statement_free(st);
+    outbox_config_free(named);
+    outbox_event_free(ev);
+});
+Register r_sqlstate({"outbox_status_for_sqlstate"}, [](Sweep &) {
+    EXPECT_EQ(outbox_status_for_sqlstate(nullptr), OUTBOX_ERR_DATABASE);
+    EXPECT_EQ(outbox_status_for_sqlstate(""), OUTBOX_ERR_DATABASE);
+    EXPECT_EQ(outbox_status_for_sqlstate(kHuge.c_str()), OUTBOX_ERR_DATABASE);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_EQ(outbox_status_for_sqlstate(bad), OUTBOX_ERR_DATABASE) << bad;
+    }
+    EXPECT_EQ(outbox_status_for_sqlstate("23505"), OUTBOX_ERR_DUPLICATE);
+});
+Register r_idempotency_index({"outbox_idempotency_index"}, [](Sweep &s) {
+    char *name = reinterpret_cast<char *>(0x1);
+    EXPECT_STATUS(outbox_idempotency_index(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(outbox_idempotency_index(&name, nullptr), OUTBOX_OK);
+    EXPECT_STREQ(name, "outbox_idempotency_key_idx");
+    outbox_string_free(name);
+});
+Register r_db_open_config({"outbox_db_open_config"}, [](Sweep &s) {
+    outbox_db *d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_open_config(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_open_config(&d, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(d, nullptr);
+    outbox_config *c = nullptr;
+    ASSERT_EQ(outbox_config_new(&c), OUTBOX_OK);
+    d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_open_config(&d, c), OUTBOX_ERR_INVALID_ARGUMENT); // no pg.url
+    EXPECT_EQ(d, nullptr);
+    ASSERT_EQ(outbox_config_set(c, "pg.url", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=1"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_db_open_config(&d, c), OUTBOX_ERR_CONNECTION);
+    EXPECT_EQ(std::string(outbox_last_error()).find("pw@"), std::string::npos) << outbox_last_error();
+    ASSERT_EQ(outbox_config_set(c, "pg.url", pg_url().c_str()), OUTBOX_OK);
+    ASSERT_EQ(outbox_db_open_config(&d, c), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(outbox_db_exec(d, "SELECT 1"), OUTBOX_OK);
+    outbox_db_close(d);
+    outbox_config_free(c);
+});
+Register r_config_from_env({"outbox_config_from_env"}, [](Sweep &) {
+    EXPECT_STATUS(outbox_config_from_env(nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_from_env(nullptr, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+});
+
 // ---- relay --------------------------------------------------------------------------------------
 Register r_relay_new({"outbox_relay_new", "outbox_relay_free"}, [](Sweep &s) {
     outbox_relay *r = reinterpret_cast<outbox_relay *>(0x1);
