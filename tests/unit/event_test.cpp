@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "consumer.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "identifiers.hpp"
@@ -240,4 +241,22 @@ TEST(Placeholders, EveryStyleRenamesEachParameterAndEscapesPercentWhereItMustNot
     } catch (const Error &e) {
         EXPECT_EQ(e.code(), Errc::invalid_argument);
     }
+}
+
+TEST(DeliveryProperty, PropertiesAndHeadersAsTextAbsentOnesAsNothing) {
+    Delivery d;
+    d.raw.props.message_id = "m-1";
+    d.raw.props.delivery_mode = 2;
+    d.raw.props.headers = {{"outbox-seq", int64_t{7}}, {"outbox-replay", true}, {"trace", std::string("t")}};
+    d.raw.exchange = "corewrite.fanout";
+    EXPECT_EQ(d.property("message_id"), "m-1");
+    EXPECT_EQ(d.property("delivery_mode"), "2");
+    EXPECT_EQ(d.property("outbox-seq"), "7");
+    EXPECT_EQ(d.property("outbox-replay"), "true");
+    EXPECT_EQ(d.property("trace"), "t");
+    EXPECT_EQ(d.property("exchange"), "corewrite.fanout");
+    EXPECT_EQ(d.property("routing_key"), "") << "present though empty";
+    EXPECT_EQ(d.property("type"), std::nullopt) << "empty: absent";
+    EXPECT_EQ(d.property("timestamp"), std::nullopt);
+    EXPECT_EQ(d.property("no-such-header"), std::nullopt);
 }
