@@ -1,11 +1,25 @@
 #include "common.hpp"
 
-#include "error.hpp"
-
-#include <cstdlib>
 #include <fstream>
 
 namespace outbox::cli {
+
+std::string config_get(const outbox_config *cfg, const char *key) {
+    char *v = nullptr;
+    check(outbox_config_get(&v, cfg, key));
+    StringPtr owned(v);
+    return v != nullptr ? v : "";
+}
+
+void config_set(outbox_config *cfg, const std::string &key, const std::string &value) {
+    check(outbox_config_set(cfg, key.c_str(), value.c_str()));
+}
+
+DbPtr open_db(const outbox_config *cfg) {
+    outbox_db *db = nullptr;
+    check(outbox_db_open_config(&db, cfg));
+    return DbPtr(db);
+}
 
 void add_common(CLI::App &cmd, CommonOptions &opts, bool with_amqp) {
     cmd.add_option("--pg-url", opts.pg_url, "PostgreSQL URL or conninfo (env OUTBOX_PG_URL)");
@@ -31,71 +45,65 @@ std::string trim(const std::string &s) {
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-void set_pair(Config &cfg, const std::string &item, const std::string &where) {
+void set_pair(outbox_config *cfg, const std::string &item, const std::string &where) {
     size_t eq = item.find('=');
     if (eq == std::string::npos) {
         // The line is not quoted back: a mistyped "pg.url postgres://u:secret@h" holds a password.
-        fail(Errc::invalid_argument, where + ": expected KEY=VALUE (the line is not shown: it may hold a password)");
+        usage(where + ": expected KEY=VALUE (the line is not shown: it may hold a password)");
     }
-    cfg.set(trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+    config_set(cfg, trim(item.substr(0, eq)), trim(item.substr(eq + 1)));
+}
+
+void read_file(outbox_config *cfg, const std::string &path) {
+    std::ifstream in(path);
+    if (!in) {
+        usage("cannot read " + path);
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+        ++n;
+        std::string t = trim(line);
+        if (!t.empty() && t[0] != '#') {
+            set_pair(cfg, t, path + ":" + std::to_string(n));
+        }
+    }
 }
 
 } // namespace
 
-Config build_config(const CommonOptions &opts, bool needs_pg) {
-    Config cfg;
+ConfigPtr build_config(const CommonOptions &opts) {
+    outbox_config *raw = nullptr;
+    check(outbox_config_new(&raw));
+    ConfigPtr cfg(raw);
     if (!opts.config_file.empty()) {
-        std::ifstream in(opts.config_file);
-        if (!in) {
-            fail(Errc::invalid_argument, "cannot read " + opts.config_file);
+        read_file(cfg.get(), opts.config_file);
+    }
+    check(outbox_config_from_env(cfg.get(), 1)); // the environment wins over the file
+    const std::pair<const char *, const std::string *> flags[] = {{"pg.url", &opts.pg_url},
+                                                                  {"amqp.url", &opts.amqp_url},
+                                                                  {"outbox.schema", &opts.schema},
+                                                                  {"outbox.table", &opts.table},
+                                                                  {"inbox.table", &opts.inbox_table}};
+    for (const auto &[key, value] : flags) {
+        if (!value->empty()) {
+            config_set(cfg.get(), key, *value);
         }
-        std::string line;
-        int n = 0;
-        while (std::getline(in, line)) {
-            ++n;
-            std::string t = trim(line);
-            if (t.empty() || t[0] == '#') {
-                continue;
-            }
-            set_pair(cfg, t, opts.config_file + ":" + std::to_string(n));
-        }
-    }
-    if (const char *v = std::getenv("OUTBOX_PG_URL"); v != nullptr && *v != '\0') {
-        cfg.pg_url = v;
-    }
-    if (const char *v = std::getenv("OUTBOX_AMQP_URL"); v != nullptr && *v != '\0') {
-        cfg.amqp_url = v;
-    }
-    if (!opts.pg_url.empty()) {
-        cfg.pg_url = opts.pg_url;
-    }
-    if (!opts.amqp_url.empty()) {
-        cfg.amqp_url = opts.amqp_url;
-    }
-    if (!opts.schema.empty()) {
-        cfg.set("outbox.schema", opts.schema);
-    }
-    if (!opts.table.empty()) {
-        cfg.set("outbox.table", opts.table);
-    }
-    if (!opts.inbox_table.empty()) {
-        cfg.set("inbox.table", opts.inbox_table);
     }
     for (const auto &s : opts.sets) {
-        set_pair(cfg, s, "--set");
-    }
-    if (needs_pg) {
-        cfg.require_pg_url("outbox");
+        set_pair(cfg.get(), s, "--set");
     }
     return cfg;
 }
 
 std::string keys_help() {
     std::string out = "Configuration keys (--set KEY=VALUE, or in the --config file):\n";
-    for (const auto &k : Config::keys()) {
-        std::string key = k.key;
-        key.resize(std::max<size_t>(key.size() + 1, 30), ' ');
-        out += "  " + key + k.help + "\n";
+    const char *key = nullptr;
+    const char *help = nullptr;
+    for (size_t i = 0; outbox_config_key(&key, &help, i) == OUTBOX_OK; ++i) {
+        std::string k = key;
+        k.resize(std::max<size_t>(k.size() + 1, 30), ' ');
+        out += "  " + k + help + "\n";
     }
     return out;
 }

@@ -1,8 +1,8 @@
-// What every `outbox` subcommand shares: how options reach the core Config (flags, then
-// environment, then a key=value file, then --set), and logging that never prints a password.
+// What every `outbox` subcommand shares: how options reach the library's configuration (flags,
+// then environment, then a key=value file, then --set), through the public C API only.
 #pragma once
 
-#include "config.hpp"
+#include "capi.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -25,9 +25,9 @@ struct CommonOptions {
 // Adds --pg-url, --amqp-url, --config, --set, --schema, --table, --inbox-table, --json.
 void add_common(CLI::App &cmd, CommonOptions &opts, bool with_amqp);
 
-// Builds the Config: defaults < config file < environment < flags < --set. Refuses a missing
-// PostgreSQL URL when the command needs one.
-Config build_config(const CommonOptions &opts, bool needs_pg = true);
+// Builds the configuration: defaults < config file < environment (outbox_config_from_env) <
+// flags < --set.
+ConfigPtr build_config(const CommonOptions &opts);
 
 // Lines of "key  help" for every configuration key, for --help footers.
 std::string keys_help();

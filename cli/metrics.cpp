@@ -1,9 +1,5 @@
 #include "metrics.hpp"
 
-#include "admin.hpp"
-#include "error.hpp"
-#include "pg.hpp"
-
 #include <httplib.h>
 
 #include <cstdio>
@@ -24,16 +20,24 @@ std::string num(double v) {
 Metrics::Metrics()
     : bounds_{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}, buckets_(bounds_.size() + 1, 0) {}
 
-void Metrics::on_step(const RelayStats &st, bool pg_up, bool amqp_up) {
+void Metrics::on_step(const outbox_relay_step_info &info) {
     std::lock_guard<std::mutex> lock(mu_);
+    pg_up_ = info.pg_up != 0;
+    amqp_up_ = info.amqp_up != 0;
+    amqp_node_ = info.amqp_node != nullptr ? info.amqp_node : "";
+    stepped_ = true;
+    if (info.status != OUTBOX_OK) {
+        ++step_errors_;
+        const std::string why = info.error != nullptr ? info.error : "";
+        last_error_ = std::string(outbox_status_name(info.status)) + (why.empty() ? "" : ": " + why);
+        return;
+    }
+    const outbox_relay_stats &st = *info.stats;
     published_ += st.published;
     failed_ += st.failed;
     dead_ += st.dead;
     claimed_ += st.claimed;
     ++steps_;
-    pg_up_ = pg_up;
-    amqp_up_ = amqp_up;
-    stepped_ = true;
     last_error_.clear();
     if (st.claimed > 0) { // idle polls would drown the batch durations
         const double d = static_cast<double>(st.total_us) / 1e6;
@@ -45,19 +49,6 @@ void Metrics::on_step(const RelayStats &st, bool pg_up, bool amqp_up) {
         duration_sum_ += d;
         ++duration_count_;
     }
-}
-
-void Metrics::on_step_error(const std::string &reason, bool pg_up, bool amqp_up) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++step_errors_;
-    pg_up_ = pg_up;
-    amqp_up_ = amqp_up;
-    last_error_ = reason.empty() ? "relay step failed" : reason;
-}
-
-void Metrics::set_amqp_node(const std::string &node) {
-    std::lock_guard<std::mutex> lock(mu_);
-    amqp_node_ = node;
 }
 
 void Metrics::set_lag(std::optional<double> lag_s, const std::string &error) {
@@ -118,7 +109,7 @@ std::string Metrics::render() const {
 
 std::pair<int, std::string> Metrics::health(double max_lag_s) const {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stepped_ && last_error_.empty()) {
+    if (!stepped_) {
         return {503, "starting: no relay step has completed yet"};
     }
     if (!last_error_.empty()) {
@@ -133,13 +124,13 @@ std::pair<int, std::string> Metrics::health(double max_lag_s) const {
     return {200, "ok"};
 }
 
-MetricsServer::MetricsServer(Metrics &m, const Config &cfg, const std::string &addr, double max_lag_s,
+MetricsServer::MetricsServer(Metrics &m, const outbox_config *cfg, const std::string &addr, double max_lag_s,
                              int lag_interval_ms)
     : m_(m), cfg_(cfg), max_lag_s_(max_lag_s), lag_interval_ms_(lag_interval_ms),
       server_(std::make_unique<httplib::Server>()) {
     const size_t colon = addr.rfind(':');
     if (colon == std::string::npos || colon == 0) {
-        fail(Errc::invalid_argument, "--metrics-addr: expected HOST:PORT, got '" + addr + "'");
+        usage("--metrics-addr: expected HOST:PORT, got '" + addr + "'");
     }
     const std::string host = addr.substr(0, colon);
     int port = 0;
@@ -149,7 +140,7 @@ MetricsServer::MetricsServer(Metrics &m, const Config &cfg, const std::string &a
         port = -1;
     }
     if (port <= 0 || port > 65535) {
-        fail(Errc::invalid_argument, "--metrics-addr: bad port in '" + addr + "'");
+        usage("--metrics-addr: bad port in '" + addr + "'");
     }
     server_->Get("/metrics", [this](const httplib::Request &, httplib::Response &res) {
         res.set_content(m_.render(), "text/plain; version=0.0.4; charset=utf-8");
@@ -160,7 +151,7 @@ MetricsServer::MetricsServer(Metrics &m, const Config &cfg, const std::string &a
         res.set_content(reason + "\n", "text/plain; charset=utf-8");
     });
     if (!server_->bind_to_port(host, port)) {
-        fail(Errc::invalid_argument, "--metrics-addr: cannot listen on " + addr);
+        usage("--metrics-addr: cannot listen on " + addr);
     }
     http_thread_ = std::thread([this] { server_->listen_after_bind(); });
     lag_thread_ = std::thread([this] { lag_loop(); });
@@ -182,18 +173,20 @@ MetricsServer::~MetricsServer() {
 }
 
 void MetricsServer::lag_loop() {
-    std::optional<pg::Conn> conn;
+    DbPtr db;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
         lock.unlock();
         try {
-            if (!conn || !conn->ok()) {
-                conn.reset();
-                conn.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, "outbox-relay-metrics"));
+            if (!db || outbox_db_tx_state(db.get()) == OUTBOX_TX_UNKNOWN) {
+                db.reset();
+                db = open_db(cfg_);
             }
-            m_.set_lag(admin::lag_seconds(*conn, cfg_));
+            double lag = 0;
+            check(outbox_lag(&lag, db.get()));
+            m_.set_lag(lag);
         } catch (const std::exception &e) {
-            conn.reset();
+            db.reset();
             m_.set_lag(std::nullopt, e.what());
         }
         lock.lock();

@@ -1,10 +1,10 @@
 // `outbox relay --metrics-addr HOST:PORT`: Prometheus text-format metrics and /healthz, served by
-// cpp-httplib on a thread of its own. The relay thread feeds a Metrics object (on_step, the log
-// path); the HTTP thread only reads it, under its mutex. Nothing here touches the relay itself.
+// cpp-httplib on a thread of its own. The relay thread feeds a Metrics object through the relay's
+// per-step callback (outbox_relay_set_step_callback); the HTTP thread only reads it, under its
+// mutex. Nothing here touches the relay itself.
 #pragma once
 
-#include "config.hpp"
-#include "relay.hpp"
+#include "capi.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -25,11 +25,8 @@ namespace outbox::cli {
 class Metrics {
   public:
     Metrics();
-    // From the relay thread.
-    void on_step(const RelayStats &st, bool pg_up, bool amqp_up);
-    void on_step_error(const std::string &reason, bool pg_up, bool amqp_up);
-    // The RabbitMQ node ("host:port") the relay is, or was last, connected to.
-    void set_amqp_node(const std::string &node);
+    // From the relay thread: what a step came to, successful or not.
+    void on_step(const outbox_relay_step_info &info);
     // From the lag thread: nullopt when the lag query failed.
     void set_lag(std::optional<double> lag_s, const std::string &error = {});
 
@@ -58,7 +55,9 @@ class Metrics {
 // lag_interval_ms with a small query on a connection of its own.
 class MetricsServer {
   public:
-    MetricsServer(Metrics &m, const Config &cfg, const std::string &addr, double max_lag_s, int lag_interval_ms = 5000);
+    // `cfg` (its pg.url) must outlive the server; it is only read.
+    MetricsServer(Metrics &m, const outbox_config *cfg, const std::string &addr, double max_lag_s,
+                  int lag_interval_ms = 5000);
     ~MetricsServer(); // stops both threads
     MetricsServer(const MetricsServer &) = delete;
     MetricsServer &operator=(const MetricsServer &) = delete;
@@ -66,7 +65,7 @@ class MetricsServer {
   private:
     void lag_loop();
     Metrics &m_;
-    Config cfg_;
+    const outbox_config *cfg_;
     double max_lag_s_;
     int lag_interval_ms_;
     std::unique_ptr<httplib::Server> server_;

@@ -146,10 +146,19 @@ int64_t retry_failed(pg::Conn &conn, const Config &cfg, const std::string &aggre
     return std::strtoll(r.cmd_tuples(), nullptr, 10);
 }
 
+namespace {
+// Ages past 100 years overflow PostgreSQL's interval arithmetic: refused, not a late error.
+void check_purge_age(int64_t older_than_s) {
+    if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600) {
+        fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
+    }
+}
+} // namespace
+
 int64_t purge_published(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch,
                         const std::function<void(int64_t)> &on_progress) {
-    // Ages past 100 years overflow PostgreSQL's interval arithmetic: refused, not a late error.
-    if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600 || batch <= 0) {
+    check_purge_age(older_than_s);
+    if (batch <= 0) {
         fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
     }
     if (conn.tx_status() != PQTRANS_IDLE) {
@@ -181,6 +190,7 @@ int64_t purge_published(pg::Conn &conn, const Config &cfg, int64_t older_than_s,
 }
 
 int64_t purge_estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s) {
+    check_purge_age(older_than_s);
     // EXPLAIN takes no parameters: the age is a validated integer, formatted here.
     pg::Result r = conn.exec("EXPLAIN (FORMAT JSON) SELECT 1 FROM " + cfg.outbox_qualified() +
                              " WHERE status = 'PUBLISHED' AND published_at < now() - " +
@@ -311,6 +321,19 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
             return published;
         }
     }
+}
+
+ReplayResult replay_from(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
+                         const std::string &aggregate_id, const std::string &event_id, const std::string &since) {
+    int64_t from_seq = event_id.empty() ? 0 : seq_of_event(conn, cfg, aggregate_type, aggregate_id, event_id);
+    if (!since.empty()) {
+        const int64_t s = seq_since(conn, cfg, aggregate_type, aggregate_id, since);
+        if (s == 0) {
+            return {}; // nothing created since then
+        }
+        from_seq = std::max(from_seq, s);
+    }
+    return {replay(conn, cfg, aggregate_type, aggregate_id, from_seq), from_seq};
 }
 
 } // namespace outbox::admin

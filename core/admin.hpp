@@ -75,4 +75,15 @@ int64_t seq_since(pg::Conn &conn, const Config &cfg, const std::string &aggregat
 int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
                const std::string &aggregate_id, int64_t from_seq);
 
+// The replay the operator asks for: from the event `event_id` (empty: the first), and only
+// events created at or after `since` (an ISO timestamp; empty: any), the later of the two.
+// When nothing was created since `since`, nothing is published. `from_seq` is where it started
+// (0 when nothing was replayed for lack of events since `since`).
+struct ReplayResult {
+    int64_t published = 0;
+    int64_t from_seq = 0;
+};
+ReplayResult replay_from(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
+                         const std::string &aggregate_id, const std::string &event_id, const std::string &since);
+
 } // namespace outbox::admin

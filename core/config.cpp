@@ -103,17 +103,17 @@ const std::vector<Option> &options() {
         {"event.type_map", "aggregate type to event name, e.g. PRD=Product,ORD=Order (default empty)",
          [](Config &c, const std::string &, const std::string &v) { c.type_map = parse_type_map(v); },
          [](const Config &c) { return format_map(c.type_map); }},
-        {"render.placeholders", "placeholder style of rendered SQL: dollar ($1) or qmark (?) (default dollar)",
+        {"render.placeholders",
+         "placeholder style of rendered SQL: dollar ($1), qmark (?), format (%s), named (:p1) or pyformat "
+         "(%(p1)s) (default dollar)",
          [](Config &c, const std::string &k, const std::string &v) {
-             if (v == "dollar") {
-                 c.qmark_placeholders = false;
-             } else if (v == "qmark") {
-                 c.qmark_placeholders = true;
-             } else {
-                 fail(Errc::invalid_argument, k + ": expected dollar or qmark, got " + quote_input(v));
+             if (v != "dollar" && v != "qmark" && v != "format" && v != "named" && v != "pyformat") {
+                 fail(Errc::invalid_argument,
+                      k + ": expected dollar, qmark, format, named or pyformat, got " + quote_input(v));
              }
+             c.placeholders = v;
          },
-         [](const Config &c) { return std::string(c.qmark_placeholders ? "qmark" : "dollar"); }},
+         [](const Config &c) { return c.placeholders; }},
         bool_opt("write.notify",
                  "writes NOTIFY relay.notify_channel so relays wake at once; costs a cluster-wide lock at "
                  "commit (default false)",
@@ -306,6 +306,17 @@ void Config::require_amqp_url(const std::string &who) const {
         fail(Errc::invalid_argument, who + " needs a RabbitMQ URL: set amqp.url (the command line's --amqp-url or "
                                            "OUTBOX_AMQP_URL); there is no default broker");
     }
+}
+
+void Config::apply_env(bool overwrite) {
+    const auto from = [overwrite](std::string &field, const char *var) {
+        const char *v = std::getenv(var);
+        if (v != nullptr && *v != '\0' && (overwrite || field.empty())) {
+            field = v;
+        }
+    };
+    from(pg_url, "OUTBOX_PG_URL");
+    from(amqp_url, "OUTBOX_AMQP_URL");
 }
 
 std::string Config::outbox_qualified() const {

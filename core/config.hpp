@@ -19,7 +19,7 @@ struct Config {
     // Events.
     size_t max_payload_bytes = 1024 * 1024;
     std::map<std::string, std::string> type_map; // aggregate type -> event name prefix (PRD -> Product)
-    bool qmark_placeholders = false;             // rendered SQL uses ? instead of $n
+    std::string placeholders = "dollar";         // of rendered SQL: dollar, qmark, format, named, pyformat
     bool write_notify = false;                   // writes also NOTIFY relay.notify_channel (see README: cost)
 
     // PostgreSQL (the relay's own connection; writers pass theirs).
@@ -83,6 +83,10 @@ struct Config {
     // PostgreSQL URL / RabbitMQ URL is configured; `who` starts the message ("the relay").
     void require_pg_url(const std::string &who) const;
     void require_amqp_url(const std::string &who) const;
+
+    // The environment's defaults: pg.url from OUTBOX_PG_URL and amqp.url from OUTBOX_AMQP_URL
+    // (when set and non-empty). `overwrite` false fills only a URL not yet configured.
+    void apply_env(bool overwrite);
 
     // Derived names, always valid (set() validates schema and table names).
     [[nodiscard]] std::string outbox_qualified() const;

@@ -32,6 +32,10 @@ struct Delivery {
     inbox::Result dedupe;        // filled by the run loop
 
     [[nodiscard]] const std::string *field(const std::string &name) const;
+    // A property by name ("message_id", "type", "content_type", "app_id", "correlation_id",
+    // "routing_key", "exchange", "consumer_tag", "timestamp", "delivery_mode") or a header;
+    // numbers and booleans as text. nullopt when absent (or empty, but for routing_key and exchange).
+    [[nodiscard]] std::optional<std::string> property(const std::string &name) const;
 };
 
 // Why a message cannot be an event; empty when it is a valid one. Fills `d` when valid.

@@ -18,7 +18,54 @@ const int64_t *header_int(const amqp::Properties &p, const char *name) {
     return nullptr;
 }
 
+std::string field_text(const amqp::FieldValue &v) {
+    if (const auto *s = std::get_if<std::string>(&v)) {
+        return *s;
+    }
+    if (const auto *i = std::get_if<int64_t>(&v)) {
+        return std::to_string(*i);
+    }
+    return std::get<bool>(v) ? "true" : "false";
+}
+
 } // namespace
+
+std::optional<std::string> Delivery::property(const std::string &key) const {
+    const auto &p = raw.props;
+    std::optional<std::string> value;
+    if (key == "message_id") {
+        value = p.message_id;
+    } else if (key == "type") {
+        value = p.type;
+    } else if (key == "content_type") {
+        value = p.content_type;
+    } else if (key == "app_id") {
+        value = p.app_id;
+    } else if (key == "correlation_id") {
+        value = p.correlation_id;
+    } else if (key == "routing_key") {
+        value = raw.routing_key;
+    } else if (key == "exchange") {
+        value = raw.exchange;
+    } else if (key == "consumer_tag") {
+        value = raw.consumer_tag;
+    } else if (key == "timestamp") {
+        value = p.timestamp != 0 ? std::optional<std::string>(std::to_string(p.timestamp)) : std::nullopt;
+    } else if (key == "delivery_mode") {
+        value = std::to_string(p.delivery_mode);
+    } else {
+        for (const auto &[hk, hv] : p.headers) {
+            if (hk == key) {
+                value = field_text(hv);
+                break;
+            }
+        }
+    }
+    if (value && value->empty() && key != "routing_key" && key != "exchange") {
+        return std::nullopt;
+    }
+    return value;
+}
 
 const std::string *Delivery::field(const std::string &name) const {
     for (const auto &[k, v] : fields) {

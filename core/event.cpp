@@ -67,6 +67,18 @@ Operation parse_operation(std::string_view s) {
     fail(Errc::invalid_event, "operation must be POST, PUT, PATCH, DELETE or FORCE_DELETE");
 }
 
+const std::vector<FieldInfo> &event_fields() {
+    static const std::vector<FieldInfo> fields = {
+        {"aggregate_type", FieldKind::text}, {"aggregate_id", FieldKind::text},
+        {"operation", FieldKind::text},      {"payload", FieldKind::json},
+        {"previous_payload", FieldKind::json}, {"metadata", FieldKind::json},
+        {"user", FieldKind::text},           {"event_type", FieldKind::text},
+        {"idempotency_key", FieldKind::text}, {"event_id", FieldKind::text},
+        {"force_delete", FieldKind::flag},
+    };
+    return fields;
+}
+
 std::string event_type_for(const Config &cfg, const std::string &aggregate_type, Operation op, bool force) {
     auto it = cfg.type_map.find(aggregate_type);
     std::string name = it != cfg.type_map.end() ? it->second : aggregate_type;

@@ -8,10 +8,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace outbox {
 
 enum class Operation { none, post, put, patch, del };
+
+// What an event field's value is: text, JSON text (payload, previous_payload, metadata), or a
+// flag ("true"/"false": force_delete).
+enum class FieldKind { text = 0, json = 1, flag = 2 };
+struct FieldInfo {
+    const char *name;
+    FieldKind kind;
+};
+// The fields Event::set() takes, in the one order every binding passes them.
+const std::vector<FieldInfo> &event_fields();
 
 struct Event {
     // As set by the caller.

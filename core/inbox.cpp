@@ -125,6 +125,12 @@ int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch
     if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600 || batch <= 0) {
         fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
     }
+    if (older_than_s < cfg.inbox_retention_s) {
+        fail(Errc::invalid_argument, "refusing to purge inbox rows younger than inbox.retention_s (" +
+                                         std::to_string(cfg.inbox_retention_s) +
+                                         " s): a redelivery may still need them; lower inbox.retention_s "
+                                         "deliberately if you mean it");
+    }
     const std::string sql = "DELETE FROM " + cfg.inbox_qualified() + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " +
                             cfg.inbox_qualified() +
                             " WHERE processed_at < now() - CAST($1 AS bigint) * interval '1 second' LIMIT $2))";

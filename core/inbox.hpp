@@ -57,6 +57,8 @@ Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool 
 
 // Deletes inbox rows processed more than `older_than_s` seconds ago, `batch` rows per
 // statement (each its own short transaction when the connection is idle); returns the count.
+// An age below inbox.retention_s is refused (Error(invalid_argument)): a redelivery may still
+// need those rows.
 int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch);
 
 const char *order_name(Order o) noexcept;

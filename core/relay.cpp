@@ -779,6 +779,12 @@ void Relay::idle_wait(int timeout_ms) {
     }
 }
 
+void Relay::report(const RelayStats &st, Errc code, const std::string &error, int retry_in_ms) {
+    if (observer_) {
+        observer_(StepReport{st, code, error, retry_in_ms, pg_connected(), amqp_connected(), amqp_node()});
+    }
+}
+
 void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
     int backoff = 100;
     // Adaptive polling: while events keep coming the relay looks again within relay.busy_poll_ms,
@@ -797,6 +803,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             if (on_step) {
                 on_step(st);
             }
+            report(st, Errc::ok, {}, 0);
             // A step that claims nothing may still collect the marks of the previous batch.
             if (st.claimed > 0 || st.published > 0 || st.failed > 0) {
                 log(LogLevel::info, "batch: claimed " + std::to_string(st.claimed) + ", published " +
@@ -830,6 +837,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
                 // Configuration errors do not heal by retrying fast.
                 backoff = std::max(backoff, 5000);
             }
+            report(RelayStats{}, e.code(), e.what(), backoff);
             sleep_interruptible(backoff);
             backoff = std::min(backoff * 2, 30000);
         }

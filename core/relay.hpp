@@ -14,6 +14,7 @@
 #include "amqp.hpp"
 #include "config.hpp"
 #include "envelope.hpp"
+#include "error.hpp"
 #include "log.hpp"
 #include "pg.hpp"
 
@@ -42,6 +43,20 @@ struct RelayStats {
     int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
     bool blocked = false; // the broker blocked publishing (resource alarm) during the step
 };
+
+// What one step of run() came to, for an observer (metrics, health): the stats of a step that
+// succeeded, or the error of one that failed and the backoff before the next; and the state of
+// the connections after it.
+struct StepReport {
+    RelayStats stats;            // zeroes after a failure
+    Errc code = Errc::ok;        // ok, or the failed step's code
+    std::string error;           // the failure's message; empty on success
+    int retry_in_ms = 0;         // after a failure: the wait before the next step
+    bool pg_up = false;          // the relay holds a PostgreSQL connection
+    bool amqp_up = false;        // the relay holds a RabbitMQ connection
+    std::string amqp_node;       // "host:port" of the current or last RabbitMQ node; "" before the first
+};
+using StepObserver = std::function<void(const StepReport &)>;
 
 // Delay before attempt `attempt` (1 = the first retry): base * 2^(attempt-1) capped at max_ms,
 // then "equal jitter": uniformly in [d/2, d]. Never negative, never above max_ms.
@@ -89,6 +104,8 @@ class Relay {
     void reset_stop() noexcept;
 
     void set_logger(LogFn fn) { log_ = std::move(fn); }
+    // Called by run() after every step, on the relay's thread, whether it succeeded or failed.
+    void set_step_observer(StepObserver fn) { observer_ = std::move(fn); }
     // Whether the relay holds a PostgreSQL connection (as of the last step; a connection that broke
     // since is noticed by the next step). Safe while a batch's marks commit in the background.
     [[nodiscard]] bool pg_connected() const { return pg_up_.load(std::memory_order_relaxed); }
@@ -98,6 +115,7 @@ class Relay {
     [[nodiscard]] const Config &config() const { return cfg_; }
 
   private:
+    void report(const RelayStats &st, Errc code, const std::string &error, int retry_in_ms);
     // Outcomes of one batch as the mark statement wants them (arrays as literals).
     struct MarkArgs {
         std::string ok_ids, bad_ids, bad_errors, bad_delays;
@@ -149,6 +167,7 @@ class Relay {
     std::unique_ptr<amqp::Connection> mq_;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
     mutable std::mutex node_mu_;
+    StepObserver observer_;
     std::string amqp_node_;
     bool listening_ = false;
     bool blocked_ = false;

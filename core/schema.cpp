@@ -15,7 +15,7 @@ std::string replace_all(std::string s, const std::string &from, const std::strin
 }
 
 // Step N upgrades from version N-1 to N. {T} is the qualified outbox table, {A} its aggregate
-// counter table, {N} the bare table name (for index names), {I}/{IN} likewise for the inbox.
+// counter table, {N} the bare table name (for index names), {K} the idempotency key's index, {I}/{IN} likewise for the inbox.
 const std::vector<const char *> outbox_steps = {
     R"SQL(
 CREATE TABLE {T} (
@@ -45,7 +45,7 @@ CREATE INDEX "{N}_unpublished_idx" ON {T} (aggregate_type, aggregate_id, seq) WH
 -- Purge of old published events, and the failed list for operators.
 CREATE INDEX "{N}_published_at_idx" ON {T} (published_at) WHERE status = 'PUBLISHED';
 CREATE INDEX "{N}_failed_idx" ON {T} (created_at) WHERE status = 'FAILED';
-CREATE UNIQUE INDEX "{N}_idempotency_key_idx" ON {T} (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE UNIQUE INDEX "{K}" ON {T} (idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- One row per aggregate, holding its last sequence number. Writers increment it in their own
 -- transaction; the row lock held until commit makes sequence order equal commit order.
 CREATE TABLE {A} (
@@ -86,6 +86,7 @@ std::string expand(const char *step, const Config &cfg) {
     std::string s = step;
     s = replace_all(s, "{T}", cfg.outbox_qualified());
     s = replace_all(s, "{A}", cfg.aggregates_qualified());
+    s = replace_all(s, "{K}", idempotency_index(cfg));
     s = replace_all(s, "{N}", cfg.table);
     s = replace_all(s, "{IP}", ident::qualified(cfg.schema, cfg.inbox_table + "_positions"));
     s = replace_all(s, "{IN}", cfg.inbox_table);
@@ -160,6 +161,10 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what) {
         }
         throw;
     }
+}
+
+std::string idempotency_index(const Config &cfg) {
+    return cfg.table + "_idempotency_key_idx";
 }
 
 int installed_version(pg::Conn &conn, const Config &cfg, What what) {

@@ -23,4 +23,8 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what = What::all);
 // Installed version of the outbox table (0 when absent).
 int installed_version(pg::Conn &conn, const Config &cfg, What what);
 
+// The name of the unique index on the outbox's idempotency_key (unqualified, in the outbox's
+// schema): a unique violation naming it is a reused idempotency key.
+std::string idempotency_index(const Config &cfg);
+
 } // namespace outbox::schema

@@ -1,6 +1,7 @@
 #include "store.hpp"
 
 #include "error.hpp"
+#include "json.hpp"
 
 namespace outbox::store {
 namespace {
@@ -28,22 +29,6 @@ std::string write_sql_dollar(const Config &cfg) {
            " RETURNING seq";
 }
 
-std::string to_qmark(const std::string &sql) {
-    std::string out;
-    out.reserve(sql.size());
-    for (size_t i = 0; i < sql.size(); ++i) {
-        if (sql[i] == '$' && i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
-            out.push_back('?');
-            while (i + 1 < sql.size() && sql[i + 1] >= '0' && sql[i + 1] <= '9') {
-                ++i;
-            }
-        } else {
-            out.push_back(sql[i]);
-        }
-    }
-    return out;
-}
-
 pg::Params write_params(const Event &ev) {
     return {ev.aggregate_type,
             ev.aggregate_id,
@@ -60,10 +45,68 @@ pg::Params write_params(const Event &ev) {
 
 } // namespace
 
+Statement with_placeholders(Statement st, const std::string &style) {
+    const bool named = style == "named" || style == "pyformat";
+    const bool percent = style == "format" || style == "pyformat";
+    if (style == "dollar") {
+        return st;
+    }
+    if (!named && !percent && style != "qmark") {
+        fail(Errc::invalid_argument,
+             "placeholders must be dollar, qmark, format, named or pyformat, not '" + style + "'");
+    }
+    std::string out;
+    out.reserve(st.sql.size() + st.params.size() * 4);
+    for (size_t i = 0; i < st.sql.size(); ++i) {
+        const char c = st.sql[i];
+        if (c == '$' && i + 1 < st.sql.size() && st.sql[i + 1] >= '0' && st.sql[i + 1] <= '9') {
+            std::string n;
+            while (i + 1 < st.sql.size() && st.sql[i + 1] >= '0' && st.sql[i + 1] <= '9') {
+                n.push_back(st.sql[++i]);
+            }
+            out += style == "qmark" ? "?" : style == "format" ? "%s" : style == "named" ? ":p" + n : "%(p" + n + ")s";
+        } else {
+            out += percent && c == '%' ? "%%" : std::string(1, c);
+        }
+    }
+    st.sql = std::move(out);
+    st.names.clear();
+    if (named) {
+        for (size_t i = 0; i < st.params.size(); ++i) {
+            st.names.push_back("p" + std::to_string(i + 1));
+        }
+    }
+    return st;
+}
+
+std::string statement_json(const Statement &st) {
+    std::string j = "{\"sql\":";
+    json::append_string(j, st.sql);
+    const auto list = [&j](const char *key, size_t n, const auto &item) {
+        j += std::string(",\"") + key + "\":[";
+        for (size_t i = 0; i < n; ++i) {
+            j += i > 0 ? "," : "";
+            item(i);
+        }
+        j += "]";
+    };
+    list("params", st.params.size(), [&](size_t i) {
+        if (st.params[i]) {
+            json::append_string(j, *st.params[i]);
+        } else {
+            j += "null";
+        }
+    });
+    if (!st.names.empty()) {
+        list("names", st.names.size(), [&](size_t i) { json::append_string(j, st.names[i]); });
+    }
+    return j + "}";
+}
+
 Statement render_write(const Config &cfg, Event &ev) {
     ev.prepare(cfg);
     std::string sql = write_sql_dollar(cfg);
-    Statement st{cfg.qmark_placeholders ? to_qmark(sql) : sql, write_params(ev)};
+    Statement st = with_placeholders(Statement{std::move(sql), write_params(ev), {}}, cfg.placeholders);
     ev.written = true;
     return st;
 }

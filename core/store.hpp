@@ -7,13 +7,26 @@
 #include "pg.hpp"
 
 #include <string>
+#include <vector>
 
 namespace outbox::store {
 
 struct Statement {
     std::string sql;
     pg::Params params;
+    // The parameters' names for the named styles (named, pyformat: "p1", "p2", ...); empty for
+    // the positional ones.
+    std::vector<std::string> names;
 };
+
+// Rewrites a statement written with $1..$n (each used once, in order) into the placeholder
+// style `style` (render.placeholders: dollar, qmark, format, named, pyformat). For format and
+// pyformat a literal '%' is doubled. Throws Error(invalid_argument) for an unknown style.
+Statement with_placeholders(Statement st, const std::string &style);
+
+// The statement as one JSON object: {"sql": "...", "params": ["...", null, ...]}, and
+// "names": [...] for the named styles.
+std::string statement_json(const Statement &st);
 
 // The INSERT of one event, exactly as outbox_write runs it: one statement that bumps the
 // aggregate's sequence counter and inserts the row, returning the sequence number.

@@ -252,6 +252,7 @@ class Config {
         outbox_string_free(out);
         return s;
     }
+    void from_env(bool overwrite) { check(failure(outbox_config_from_env(h_, overwrite ? 1 : 0))); }
     static py::list keys() {
         py::list out;
         for (size_t i = 0;; ++i) {
@@ -276,11 +277,20 @@ const outbox_config *cfg_of(const Config *c) {
 
 // ----------------------------------------------------------------------------- events
 
-// Fields in the order the Python layer passes them (outbox/_events.py: _FIELDS).
-const char *const event_fields[] = {"aggregate_type",   "aggregate_id", "operation",   "payload",
-                                    "previous_payload", "metadata",     "user",        "event_type",
-                                    "idempotency_key",  "event_id",     "force_delete"};
-constexpr size_t event_field_count = sizeof event_fields / sizeof event_fields[0];
+// The event fields, in the order the C API enumerates them (outbox_event_field()); the Python
+// layer builds its tuples from the same enumeration (_native.event_fields()).
+const std::vector<std::pair<const char *, int>> &event_field_list() {
+    static const std::vector<std::pair<const char *, int>> fields = [] {
+        std::vector<std::pair<const char *, int>> v;
+        const char *name = nullptr;
+        outbox_field_kind kind = OUTBOX_FIELD_TEXT;
+        for (size_t i = 0; outbox_event_field(&name, &kind, i) == OUTBOX_OK; ++i) {
+            v.emplace_back(name, static_cast<int>(kind));
+        }
+        return v;
+    }();
+    return fields;
+}
 
 struct EventHandle {
     outbox_event *p = nullptr;
@@ -292,21 +302,23 @@ struct EventHandle {
 
 // Fills an event from a tuple of str-or-None (force_delete: bool). GIL held: setters do not block.
 void fill_event(outbox_event *ev, const py::tuple &fields) {
-    if (fields.size() != event_field_count) {
-        throw py::value_error("event fields: expected a tuple of " + std::to_string(event_field_count));
+    const auto &names = event_field_list();
+    if (fields.size() != names.size()) {
+        throw py::value_error("event fields: expected a tuple of " + std::to_string(names.size()));
     }
-    for (size_t i = 0; i < event_field_count; ++i) {
+    for (size_t i = 0; i < names.size(); ++i) {
         py::handle v = fields[i];
+        const char *field = names[i].first;
         if (v.is_none()) {
             continue;
         }
         if (PyBool_Check(v.ptr())) {
             const char *b = v.ptr() == Py_True ? "true" : "false";
-            check(failure(outbox_event_set(ev, event_fields[i], b)));
+            check(failure(outbox_event_set(ev, field, b)));
             continue;
         }
-        std::string_view s = utf8(v, event_fields[i]);
-        check(failure(outbox_event_set_n(ev, event_fields[i], s.data(), s.size())));
+        std::string_view s = utf8(v, field);
+        check(failure(outbox_event_set_n(ev, field, s.data(), s.size())));
     }
 }
 
@@ -314,9 +326,18 @@ py::tuple written(const outbox_event *ev) {
     return py::make_tuple(opt_str(outbox_event_id(ev)), opt_str(outbox_event_type(ev)), outbox_event_seq(ev));
 }
 
+// (sql, params): params a tuple for the positional placeholder styles, a dict by parameter name
+// (outbox_statement_param_name()) for the named ones.
 py::tuple statement_tuple(outbox_statement *st) {
+    const size_t n = outbox_statement_param_count(st);
+    if (n > 0 && outbox_statement_param_name(st, 0) != nullptr) {
+        py::dict named;
+        for (size_t i = 0; i < n; ++i) {
+            named[py::str(outbox_statement_param_name(st, i))] = opt_str(outbox_statement_param(st, i));
+        }
+        return py::make_tuple(opt_str(outbox_statement_sql(st)), named);
+    }
     py::list params;
-    size_t n = outbox_statement_param_count(st);
     for (size_t i = 0; i < n; ++i) {
         params.append(opt_str(outbox_statement_param(st, i)));
     }
@@ -414,6 +435,17 @@ class Db {
         {
             py::gil_scoped_release nogil;
             f = failure(outbox_db_open(&h, conninfo.c_str(), cfg_of(cfg)));
+        }
+        check(f);
+        return std::make_unique<Db>(h, true);
+    }
+    // pg.url of the configuration; OUTBOX_PG_URL when it has none (outbox_config_from_env).
+    static std::unique_ptr<Db> open_config(Config &cfg) {
+        outbox_db *h = nullptr;
+        Failure f;
+        {
+            py::gil_scoped_release nogil;
+            f = failure(outbox_db_open_config(&h, cfg.get_handle()));
         }
         check(f);
         return std::make_unique<Db>(h, true);
@@ -1047,6 +1079,13 @@ PYBIND11_MODULE(_native, m) {
             error_classes()[item.first] = item.second;
         }
     });
+    m.def("event_fields", [] {
+        py::list out;
+        for (const auto &[name, kind] : event_field_list()) {
+            out.append(py::make_tuple(py::str(name), kind));
+        }
+        return py::tuple(out);
+    });
     m.def("libpq_version", &PQlibVersion);
     m.def("libpq_address", &libpq_address);
     m.def("libpq_address_in", &libpq_address_in, "path"_a);
@@ -1056,6 +1095,7 @@ PYBIND11_MODULE(_native, m) {
         .def(py::init<>())
         .def("set", &Config::set, "key"_a, "value"_a)
         .def("get", &Config::get, "key"_a)
+        .def("from_env", &Config::from_env, "overwrite"_a)
         .def_static("keys", &Config::keys);
 
     py::class_<Message>(m, "Message")
@@ -1073,6 +1113,7 @@ PYBIND11_MODULE(_native, m) {
 
     py::class_<Db>(m, "Db")
         .def_static("open", &Db::open, "conninfo"_a, "config"_a = nullptr)
+        .def_static("open_config", &Db::open_config, "config"_a)
         .def_static("wrap", &Db::wrap, "pgconn"_a, "config"_a = nullptr)
         .def("close", &Db::close)
         .def_property_readonly("closed", &Db::closed)

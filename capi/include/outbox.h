@@ -394,6 +394,33 @@ OUTBOX_API void outbox_relay_stop(outbox_relay *relay);
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL).
  */
 OUTBOX_API outbox_status outbox_relay_reset(outbox_relay *relay);
+/**
+ * What one step of outbox_relay_run() came to, for metrics and health checks. Size-prefixed: the
+ * library sets `size` to the size of the struct it fills; a caller built against a newer header
+ * reads a field only when `size` covers it.
+ */
+typedef struct outbox_relay_step_info {
+    size_t size;
+    outbox_status status;            /**< OUTBOX_OK, or the failed step's error (the run retries it) */
+    const char *error;               /**< the failure's message ("" on success); borrowed for the call */
+    const outbox_relay_stats *stats; /**< what the step did (zeroes after a failure); borrowed for the call */
+    int32_t pg_up;                   /**< 1 when the relay holds a PostgreSQL connection */
+    int32_t amqp_up;                 /**< 1 when the relay holds a RabbitMQ connection */
+    const char *amqp_node;           /**< "host:port" of the current or last RabbitMQ node, "" before the first */
+    int64_t retry_in_ms;             /**< after a failure, the wait before the next step; 0 on success */
+} outbox_relay_step_info;
+/**
+ * A per-step callback. Called on the thread running outbox_relay_run(), after every step,
+ * successful or not; must not call back into the relay. Everything `info` points to is borrowed
+ * for the duration of the call.
+ */
+typedef void (*outbox_relay_step_fn)(const outbox_relay_step_info *info, void *user_data);
+/**
+ * Sets the relay's per-step callback (one at a time). NULL `fn` removes it. `user_data` is passed
+ * back unchanged; the library does not own it.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (relay is NULL).
+ */
+OUTBOX_API outbox_status outbox_relay_set_step_callback(outbox_relay *relay, outbox_relay_step_fn fn, void *user_data);
 /**@}*/
 
 /** @name Consumers: dedupe (inbox) and the consumer runtime */
@@ -664,6 +691,68 @@ OUTBOX_API outbox_order outbox_message_order(const outbox_message *msg);
 OUTBOX_API int64_t outbox_message_previous_seq(const outbox_message *msg);
 /**@}*/
 
+/** @name Shared rules
+ * The rules every binding needs and none may copy: event field names, placeholder names, how a
+ * PostgreSQL error is classified, the environment's URLs. Read them from here.
+ */
+/**@{*/
+/** What an event field's value is (see outbox_event_field()). */
+typedef enum outbox_field_kind {
+    OUTBOX_FIELD_TEXT = 0, /**< text */
+    OUTBOX_FIELD_JSON = 1, /**< JSON text: "payload", "previous_payload", "metadata" */
+    OUTBOX_FIELD_FLAG = 2  /**< "true" or "false": "force_delete" */
+} outbox_field_kind;
+/**
+ * Lists the event fields outbox_event_set() takes, in one fixed order (the order the bindings
+ * pass them in).
+ * @param[out] name borrowed static string (may be NULL).
+ * @param[out] kind the kind of its value (may be NULL).
+ * @param index 0-based.
+ * @return OUTBOX_OK, or OUTBOX_ERR_NOT_FOUND past the last field.
+ */
+OUTBOX_API outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, size_t index);
+/**
+ * The name of a rendered statement's parameter in the named placeholder styles
+ * (render.placeholders=named: ":p1"; pyformat: "%(p1)s"): "p1", "p2", ...
+ * @return the name (borrowed, valid until outbox_statement_free()), or NULL for the positional
+ *         styles (dollar, qmark, format), a NULL statement or a bad index.
+ */
+OUTBOX_API const char *outbox_statement_param_name(const outbox_statement *st, size_t index);
+/**
+ * The status the library gives a PostgreSQL error of this SQLSTATE (e.g. "23505" ->
+ * OUTBOX_ERR_DUPLICATE, "08006" -> OUTBOX_ERR_CONNECTION, "42P01" -> OUTBOX_ERR_SCHEMA), for
+ * errors a caller's own driver raised running a rendered statement. Does not touch the last error.
+ * @return the status; OUTBOX_ERR_DATABASE for NULL, an unknown or a malformed SQLSTATE.
+ */
+OUTBOX_API outbox_status outbox_status_for_sqlstate(const char *sqlstate);
+/**
+ * The name of the unique index on the outbox's idempotency_key (in the outbox's schema): a unique
+ * violation (23505) naming this constraint is a reused idempotency key.
+ * @param[out] out the name (owned: free with outbox_string_free()); NULL on failure.
+ * @param cfg which table (outbox.table); NULL for the defaults.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (out is NULL), OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_idempotency_index(char **out, const outbox_config *cfg);
+/**
+ * Opens a connection the library owns to the configuration's pg.url (for callers that hold the
+ * configuration but not the URL: it reads back as "***"). Combine with outbox_config_from_env()
+ * for the OUTBOX_PG_URL fallback.
+ * @param[out] out the new handle; close with outbox_db_close().
+ * @param cfg copied into the handle, as outbox_db_open() does.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, or no pg.url), OUTBOX_ERR_CONNECTION
+ *         (unreachable, refused, bad credentials; the message never contains the password),
+ *         OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_db_open_config(outbox_db **out, const outbox_config *cfg);
+/**
+ * Takes the URLs from the environment: pg.url from OUTBOX_PG_URL and amqp.url from
+ * OUTBOX_AMQP_URL, each when set and non-empty. With `overwrite` 0 only a URL the configuration
+ * does not have yet is filled in; otherwise the environment's wins.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (cfg is NULL).
+ */
+OUTBOX_API outbox_status outbox_config_from_env(outbox_config *cfg, int overwrite);
+/**@}*/
+
 /** @name Operations
  * Operator tools over the outbox table (the `outbox stats`, `retry-failed`, `purge` and `replay`
  * commands call these). Each is bounded by an index, so it stays fast on a table of millions of
@@ -728,6 +817,88 @@ OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db,
  */
 OUTBOX_API outbox_status outbox_replay(int64_t *published, outbox_db *db, const outbox_config *cfg,
                                        const char *aggregate_type, const char *aggregate_id, int64_t from_seq);
+/**
+ * outbox_replay() from an event or a time, as the `outbox replay --event/--since` command does:
+ * from the event `event_id` (NULL or "": the aggregate's first), and only events created at or
+ * after `since` (an ISO 8601 timestamp; NULL or "": any), whichever starts later. When nothing was
+ * created since `since`, nothing is published.
+ * @param[out] published how many messages the broker confirmed (may be NULL).
+ * @param[out] from_seq the seq the replay started from, 0 when nothing was replayed (may be NULL).
+ * @return OUTBOX_OK (also when there is nothing to replay), OUTBOX_ERR_NOT_FOUND (event_id is not an
+ *         event of the aggregate), OUTBOX_ERR_INVALID_ARGUMENT (a NULL or empty aggregate, event_id not
+ *         a UUID, no amqp.url), OUTBOX_ERR_DATABASE (e.g. `since` is not a timestamp),
+ *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_BROKER, OUTBOX_ERR_TIMEOUT, OUTBOX_ERR_SCHEMA, as outbox_replay().
+ */
+OUTBOX_API outbox_status outbox_replay_from(int64_t *published, int64_t *from_seq, outbox_db *db,
+                                            const outbox_config *cfg, const char *aggregate_type,
+                                            const char *aggregate_id, const char *event_id, const char *since);
+/** A progress callback: `done` so far; called on the calling thread, between batches. */
+typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
+/**
+ * outbox_purge_published() that reports its progress: `fn` (may be NULL) is called with the
+ * count deleted so far after each committed batch.
+ * @param[out] deleted as outbox_purge_published() (may be NULL).
+ * @return as outbox_purge_published(): OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s
+ *         < 0 or over 100 years, batch <= 0), OUTBOX_ERR_TRANSACTION, OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
+ */
+OUTBOX_API outbox_status outbox_purge_published_progress(int64_t *deleted, outbox_db *db, int64_t older_than_s,
+                                                         int batch, outbox_progress_fn fn, void *user_data);
+/**
+ * The planner's estimate (EXPLAIN: nothing is counted) of how many rows outbox_purge_published()
+ * would delete, for progress displays.
+ * @param[out] estimate the estimate; 0 on failure.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, older_than_s < 0 or over 100
+ *         years), OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION.
+ */
+OUTBOX_API outbox_status outbox_purge_estimate(int64_t *estimate, outbox_db *db, int64_t older_than_s);
+/**
+ * The lag alone, as one small index-bounded query (outbox_stats() computes it with everything
+ * else): seconds since the oldest due PENDING event became due, 0 when none is due.
+ * @param[out] lag_s the lag; 0 on failure.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION.
+ */
+OUTBOX_API outbox_status outbox_lag(double *lag_s, outbox_db *db);
+/**
+ * outbox_migrate() that says what it did: the versions of the outbox and inbox schemas before
+ * and after (0 = not installed; a table it was not asked to migrate reports 0 and 0).
+ * @param[out] outbox_from, outbox_to, inbox_from, inbox_to each may be NULL.
+ * @return as outbox_migrate(): OUTBOX_OK, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION,
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, an unknown target).
+ */
+OUTBOX_API outbox_status outbox_migrate_versions(int *outbox_from, int *outbox_to, int *inbox_from, int *inbox_to,
+                                                 outbox_db *db, outbox_migrate_target target);
+
+/** A watch on an exchange (`outbox tail`): a temporary queue bound to it. Destroy with outbox_tail_close(). */
+typedef struct outbox_tail outbox_tail;
+/**
+ * Connects to amqp.url, declares the exchange (amqp.exchange_type) and binds a temporary,
+ * exclusive queue to it (routing key "#" when watching amqp.exchange of a topic type).
+ * @param[out] out the new handle; close with outbox_tail_close().
+ * @param exchange the exchange to watch; NULL or "": amqp.exchange.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, no amqp.url or one that does not
+ *         parse, a bad exchange name), OUTBOX_ERR_CONNECTION (broker unreachable or login refused),
+ *         OUTBOX_ERR_BROKER (e.g. the exchange exists with another type), OUTBOX_ERR_TIMEOUT,
+ *         OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_tail_open(outbox_tail **out, const outbox_config *cfg, const char *exchange);
+/** Closes the watch (its queue goes with it). NULL is a no-op. */
+OUTBOX_API void outbox_tail_close(outbox_tail *tail);
+/**
+ * Waits at most timeout_ms for the next message through the exchange, event or not: read it
+ * with outbox_message_body(), outbox_message_property() and (for an event) outbox_message_field().
+ * Not acknowledged: never pass it to outbox_consumer_ack() and friends.
+ * @param[out] out the message (free with outbox_message_free()); NULL on timeout.
+ * @return OUTBOX_OK with a message, OUTBOX_ERR_TIMEOUT when none came, OUTBOX_ERR_INVALID_ARGUMENT
+ *         (a NULL argument), OUTBOX_ERR_CONNECTION (the connection was lost), OUTBOX_ERR_BROKER.
+ */
+OUTBOX_API outbox_status outbox_tail_next(outbox_message **out, outbox_tail *tail, int timeout_ms);
+/**
+ * @return the exchange watched, or the name of the temporary queue when `queue` is non-zero
+ *         (borrowed, valid until outbox_tail_close()); NULL for a NULL handle.
+ */
+OUTBOX_API const char *outbox_tail_name(const outbox_tail *tail, int queue);
 /**@}*/
 
 #ifdef __cplusplus

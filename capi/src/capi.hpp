@@ -54,6 +54,9 @@ OUTBOX_SAME_VALUE(OUTBOX_OUTCOME_NOT_PROCESSED, outbox::Outcome::not_processed);
 OUTBOX_SAME_VALUE(OUTBOX_SETTLED_ACKED, outbox::Settled::acked);
 OUTBOX_SAME_VALUE(OUTBOX_SETTLED_REQUEUED, outbox::Settled::requeued);
 OUTBOX_SAME_VALUE(OUTBOX_SETTLED_DEAD_LETTERED, outbox::Settled::dead_lettered);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_TEXT, outbox::FieldKind::text);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_JSON, outbox::FieldKind::json);
+OUTBOX_SAME_VALUE(OUTBOX_FIELD_FLAG, outbox::FieldKind::flag);
 #undef OUTBOX_SAME_VALUE
 
 struct outbox_config {

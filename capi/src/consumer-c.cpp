@@ -37,16 +37,6 @@ bool bad_size(const outbox_dedupe_result *out) {
     return false;
 }
 
-std::string field_text(const outbox::amqp::FieldValue &v) {
-    if (const auto *s = std::get_if<std::string>(&v)) {
-        return *s;
-    }
-    if (const auto *i = std::get_if<int64_t>(&v)) {
-        return std::to_string(*i);
-    }
-    return std::get<bool>(v) ? "true" : "false";
-}
-
 } // namespace
 
 extern "C" {
@@ -78,28 +68,15 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
         const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
         auto st = outbox::inbox::render(c, make_key(consumer, event_id, aggregate_type, aggregate_id, seq),
                                         c.inbox_order_check);
-        std::string sql = st.sql;
-        if (c.qmark_placeholders) {
-            for (int i = 5; i >= 1; --i) {
-                std::string ph = "$" + std::to_string(i);
-                for (size_t pos = sql.find(ph); pos != std::string::npos; pos = sql.find(ph, pos + 1)) {
-                    sql.replace(pos, ph.size(), "?");
-                }
-            }
-        }
-        *out = new outbox_statement{outbox::store::Statement{std::move(sql), std::move(st.params)}};
+        *out = new outbox_statement{
+            outbox::store::with_placeholders(outbox::store::Statement{std::move(st.sql), std::move(st.params), {}},
+                                             c.placeholders)};
     });
 }
 
 outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch) {
     OUTBOX_REQUIRE(db);
     return guard([&] {
-        if (older_than_s < db->cfg.inbox_retention_s) {
-            outbox::fail(outbox::Errc::invalid_argument,
-                         "refusing to purge inbox rows younger than inbox.retention_s (" +
-                             std::to_string(db->cfg.inbox_retention_s) +
-                             " s): a redelivery may still need them; lower inbox.retention_s deliberately");
-        }
         int64_t n = outbox::inbox::purge(db->conn, db->cfg, older_than_s, batch);
         if (deleted != nullptr) {
             *deleted = n;
@@ -312,43 +289,12 @@ const char *outbox_message_property(const outbox_message *msg, const char *name)
             return v.c_str();
         }
     }
-    const auto &raw = msg->d.raw;
-    const auto &p = raw.props;
-    std::string key = name;
-    std::optional<std::string> value;
-    if (key == "message_id") {
-        value = p.message_id;
-    } else if (key == "type") {
-        value = p.type;
-    } else if (key == "content_type") {
-        value = p.content_type;
-    } else if (key == "app_id") {
-        value = p.app_id;
-    } else if (key == "correlation_id") {
-        value = p.correlation_id;
-    } else if (key == "routing_key") {
-        value = raw.routing_key;
-    } else if (key == "exchange") {
-        value = raw.exchange;
-    } else if (key == "consumer_tag") {
-        value = raw.consumer_tag;
-    } else if (key == "timestamp") {
-        value = p.timestamp != 0 ? std::optional<std::string>(std::to_string(p.timestamp)) : std::nullopt;
-    } else if (key == "delivery_mode") {
-        value = std::to_string(p.delivery_mode);
-    } else {
-        for (const auto &[hk, hv] : p.headers) {
-            if (hk == key) {
-                value = field_text(hv);
-                break;
-            }
-        }
-    }
-    if (!value || (value->empty() && key != "routing_key" && key != "exchange")) {
-        return nullptr;
-    }
     try {
-        msg->texts.emplace_back(key, std::move(*value));
+        std::optional<std::string> value = msg->d.property(name);
+        if (!value) {
+            return nullptr;
+        }
+        msg->texts.emplace_back(name, std::move(*value));
     } catch (...) {
         return nullptr;
     }

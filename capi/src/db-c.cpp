@@ -52,25 +52,47 @@ outbox_tx_state outbox_db_tx_state(outbox_db *db) {
     }
 }
 
-outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migrate_target target) {
-    OUTBOX_REQUIRE(db);
-    // Read as an int: any value may come across the C ABI, and loading one outside the enum's
-    // range is undefined in C++.
+namespace {
+// Reads the target as an int: any value may come across the C ABI, and loading one outside the
+// enum's range is undefined in C++.
+outbox::schema::What migrate_what(const outbox_migrate_target *target) {
     static_assert(sizeof(outbox_migrate_target) == sizeof(int), "C enums are int-sized here");
     int t = 0;
-    std::memcpy(&t, &target, sizeof t);
+    std::memcpy(&t, target, sizeof t);
+    if (t != OUTBOX_MIGRATE_ALL && t != OUTBOX_MIGRATE_OUTBOX && t != OUTBOX_MIGRATE_INBOX) {
+        outbox::fail(outbox::Errc::invalid_argument, "unknown migrate target");
+    }
+    return static_cast<outbox::schema::What>(t);
+}
+} // namespace
+
+outbox_status outbox_migrate(int *version, outbox_db *db, outbox_migrate_target target) {
+    OUTBOX_REQUIRE(db);
     return guard([&] {
-        outbox::schema::What what = outbox::schema::What::all;
-        if (t == OUTBOX_MIGRATE_OUTBOX) {
-            what = outbox::schema::What::outbox;
-        } else if (t == OUTBOX_MIGRATE_INBOX) {
-            what = outbox::schema::What::inbox;
-        } else if (t != OUTBOX_MIGRATE_ALL) {
-            outbox::fail(outbox::Errc::invalid_argument, "unknown migrate target");
-        }
+        const outbox::schema::What what = migrate_what(&target);
         auto res = outbox::schema::migrate(db->conn, db->cfg, what);
         if (version != nullptr) {
             *version = what == outbox::schema::What::inbox ? res.inbox_to : res.outbox_to;
+        }
+    });
+}
+
+outbox_status outbox_migrate_versions(int *outbox_from, int *outbox_to, int *inbox_from, int *inbox_to, outbox_db *db,
+                                      outbox_migrate_target target) {
+    for (int *p : {outbox_from, outbox_to, inbox_from, inbox_to}) {
+        if (p != nullptr) {
+            *p = 0;
+        }
+    }
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        auto res = outbox::schema::migrate(db->conn, db->cfg, migrate_what(&target));
+        const std::pair<int *, int> outs[] = {
+            {outbox_from, res.outbox_from}, {outbox_to, res.outbox_to}, {inbox_from, res.inbox_from}, {inbox_to, res.inbox_to}};
+        for (const auto &[p, v] : outs) {
+            if (p != nullptr) {
+                *p = v;
+            }
         }
     });
 }

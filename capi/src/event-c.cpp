@@ -1,7 +1,5 @@
 #include "capi.hpp"
 
-#include "json.hpp"
-
 #include <cstring>
 
 using outbox::capi::guard;
@@ -82,23 +80,7 @@ outbox_status outbox_statement_json(char **out, const outbox_statement *st) {
     OUTBOX_REQUIRE(out);
     *out = nullptr;
     OUTBOX_REQUIRE(st);
-    return guard([&] {
-        std::string j = "{\"sql\":";
-        outbox::json::append_string(j, st->st.sql);
-        j += ",\"params\":[";
-        for (size_t i = 0; i < st->st.params.size(); ++i) {
-            if (i > 0) {
-                j += ",";
-            }
-            if (st->st.params[i]) {
-                outbox::json::append_string(j, *st->st.params[i]);
-            } else {
-                j += "null";
-            }
-        }
-        j += "]}";
-        *out = outbox::capi::dup_string(j);
-    });
+    return guard([&] { *out = outbox::capi::dup_string(outbox::store::statement_json(st->st)); });
 }
 
 } // extern "C"

@@ -58,6 +58,31 @@ outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, voi
     });
 }
 
+outbox_status outbox_relay_set_step_callback(outbox_relay *relay, outbox_relay_step_fn fn, void *user_data) {
+    OUTBOX_REQUIRE(relay);
+    return guard([&] {
+        if (fn == nullptr) {
+            relay->relay.set_step_observer({});
+            return;
+        }
+        relay->relay.set_step_observer([fn, user_data](const outbox::StepReport &r) {
+            outbox_relay_stats stats;
+            outbox_relay_stats_init(&stats);
+            copy_stats(&stats, r.stats);
+            outbox_relay_step_info info{};
+            info.size = sizeof info;
+            info.status = static_cast<outbox_status>(static_cast<int>(r.code));
+            info.error = r.error.c_str();
+            info.stats = &stats;
+            info.pg_up = r.pg_up ? 1 : 0;
+            info.amqp_up = r.amqp_up ? 1 : 0;
+            info.amqp_node = r.amqp_node.c_str();
+            info.retry_in_ms = r.retry_in_ms;
+            fn(&info, user_data);
+        });
+    });
+}
+
 outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats) {
     OUTBOX_REQUIRE(relay);
     if (stats != nullptr && stats->size < sizeof(size_t)) {

@@ -48,17 +48,11 @@ function typeError(message) {
   return e;
 }
 
-// SQLSTATE -> status, as the library maps libpq errors (core/pg.cpp errc_for_sqlstate), for the
-// statements it renders and node-postgres runs.
+// SQLSTATE -> status name, as the library maps libpq errors (outbox_status_for_sqlstate), for the
+// statements it renders and node-postgres runs. Required here, not at the top: native.js loads
+// this file first.
 function codeForSqlstate(s) {
-  if (typeof s !== 'string' || s.length !== 5) return 'DATABASE';
-  if (s === '23505') return 'DUPLICATE';
-  if (s.startsWith('08') || s === '57P01' || s === '57P02' || s === '57P03') return 'CONNECTION';
-  if (s === '42P01' || s === '3F000' || s === '42703') return 'SCHEMA';
-  if (s === '25P02' || s === '25P01' || s === '25001' || s === '25006') return 'TRANSACTION';
-  if (s === '57014') return 'TIMEOUT';
-  if (s === '53100' || s === '53200') return 'NO_MEMORY';
-  return 'DATABASE';
+  return require('./native').status_for_sqlstate(typeof s === 'string' ? s : null);
 }
 
 const NETWORK_ERRNOS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND',

@@ -6,20 +6,17 @@
 const native = require('./native');
 const { typeError } = require('./errors');
 
-const FIELDS = {
-  aggregateType: 'aggregate_type',
-  aggregateId: 'aggregate_id',
-  operation: 'operation',
-  payload: 'payload',
-  previousPayload: 'previous_payload',
-  metadata: 'metadata',
-  user: 'user',
-  eventType: 'event_type',
-  idempotencyKey: 'idempotency_key',
-  eventId: 'event_id',
-  forceDelete: 'force_delete',
-};
-const JSON_FIELDS = new Set(['payload', 'previous_payload', 'metadata']);
+// The fields the library enumerates (outbox_event_field), read once: camelCase name -> C name,
+// and the fields whose value is JSON text.
+const FIELDS = {};
+const JSON_FIELDS = new Set();
+for (let i = 0; ; i++) {
+  const f = native.event_field(i);
+  if (f === null) break;
+  FIELDS[f.name.replace(/_([a-z])/g, (_, c) => c.toUpperCase())] = f.name;
+  if (f.kind === 1) JSON_FIELDS.add(f.name);
+}
+Object.freeze(FIELDS);
 
 function fieldValue(field, value) {
   if (typeof value === 'string' || value instanceof Uint8Array) return value;

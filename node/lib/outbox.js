@@ -7,7 +7,7 @@ const crypto = require('crypto');
 const native = require('./native');
 const { makeConfig } = require('./config');
 const { newEvent, hasIdempotencyKey } = require('./event');
-const { outboxError, typeError, fromPg } = require('./errors');
+const { outboxError, typeError, fromPg, codeForSqlstate } = require('./errors');
 const { MIGRATE_TARGETS } = require('./constants');
 
 const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
@@ -105,6 +105,7 @@ class Outbox {
     this._cfg = makeConfig(this._options); // freed by its finalizer
     this._schema = native.config_get(this._cfg, 'outbox.schema');
     this._table = native.config_get(this._cfg, 'outbox.table');
+    this._idempotencyIndex = native.idempotency_index(this._cfg);
     this._checkOrder = native.config_get(this._cfg, 'inbox.order_check') === 'true';
   }
 
@@ -182,7 +183,7 @@ class Outbox {
   }
 
   async _writeError(client, e, event, usable) {
-    if (e && e.code === '23505' && e.constraint === `${this._table}_idempotency_key_idx`) {
+    if (e && codeForSqlstate(e.code) === 'DUPLICATE' && e.constraint === this._idempotencyIndex) {
       let by = '';
       if (usable) {
         const key = event.idempotencyKey !== undefined ? event.idempotencyKey : event.idempotency_key;

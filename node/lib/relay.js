@@ -30,11 +30,12 @@ function stats(s) {
 class Relay {
   /**
    * @param {Record<string, string|number|boolean|Function>} options configuration keys (needs
-   *   'pg.url' and 'amqp.url'), and `logger: (level, message) => void`.
+   *   'pg.url' and 'amqp.url', else OUTBOX_PG_URL / OUTBOX_AMQP_URL), and `logger: (level, message) => void`.
    */
   constructor(options) {
     const cfg = makeConfig(options);
     try {
+      native.config_from_env(cfg, false); // the library's fallback, as every language has it
       this._h = native.relay_new(cfg); // copies the configuration
     } finally {
       native.config_free(cfg);

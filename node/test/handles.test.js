@@ -13,7 +13,7 @@ const gc = vm.runInNewContext('gc');
 
 // Functions whose first argument is not a handle.
 const NO_HANDLE = new Set(['version', 'version_number', 'status_name', 'set_error_class', 'config_new', 'config_key',
-  'event_new', 'db_open', 'render_write', 'render_dedupe']);
+  'event_new', 'db_open', 'render_write', 'render_dedupe', 'event_field', 'status_for_sqlstate', 'idempotency_index']);
 
 test('every native function refuses values that are not its handle type, with a TypeError', async () => {
   const cfg = native.config_new();

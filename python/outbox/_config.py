@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
 
 from ._errors import ArgumentTypeError
@@ -37,13 +36,14 @@ class Config(MutableMapping[str, str]):
     (the defaults); handles copy the configuration when they are made.
     """
 
-    __slots__ = ("_values", "_native")
+    __slots__ = ("_values", "_native", "_env")
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
         if _:
             raise ArgumentTypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
         self._values: Dict[str, str] = {}
         self._native = _native.Config()
+        self._env = False
         if options:
             for k, v in options.items():
                 self[k] = v
@@ -64,6 +64,8 @@ class Config(MutableMapping[str, str]):
         native = _native.Config()
         for k, v in self._values.items():
             native.set(k, v)
+        if self._env:
+            native.from_env(False)
         self._native = native
 
     def __contains__(self, key: object) -> bool:
@@ -82,12 +84,16 @@ class Config(MutableMapping[str, str]):
         return f"outbox.Config({shown!r})"
 
     def copy(self) -> "Config":
-        return Config(self._values)
+        c = Config(self._values)
+        if self._env:
+            c.apply_env()
+        return c
 
-    def setdefault_value(self, key: str, value: Optional[str]) -> None:
-        """Sets `key` unless it was set already (None: leave unset)."""
-        if key not in self._values and value:
-            self[key] = value
+    def apply_env(self) -> None:
+        """Fills pg.url / amqp.url not set here from OUTBOX_PG_URL / OUTBOX_AMQP_URL (the
+        library's rule, outbox_config_from_env); later copies do the same."""
+        self._native.from_env(False)
+        self._env = True
 
     @property
     def native(self) -> "_native.Config":
@@ -119,10 +125,8 @@ def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str]
         c["pg.url"] = pg_url
     if amqp_url:
         c["amqp.url"] = amqp_url
-    if need_pg:
-        c.setdefault_value("pg.url", os.environ.get("OUTBOX_PG_URL"))
-    if need_amqp:
-        c.setdefault_value("amqp.url", os.environ.get("OUTBOX_AMQP_URL"))
+    if need_pg or need_amqp:
+        c.apply_env()
     return c
 
 

@@ -10,7 +10,6 @@ import datetime as _dt
 import decimal
 import enum
 import json
-import os
 import sys
 import threading
 import uuid
@@ -358,11 +357,14 @@ class Db:
     def __init__(self, url: Optional[str] = None, *, config: ConfigLike = None) -> None:
         """Same as ``Db.open(url, config=config)``."""
         c = as_config(config)
-        url = url or (c._values.get("pg.url") if c is not None else None) or os.environ.get("OUTBOX_PG_URL")
-        if not url:
-            raise InvalidArgument("no PostgreSQL URL: pass one, set pg.url, or set OUTBOX_PG_URL")
         self._config = c
-        self._native: Optional[_native.Db] = _native.Db.open(url, c.native if c is not None else None)
+        self._native: Optional[_native.Db]
+        if url:
+            self._native = _native.Db.open(url, c.native if c is not None else None)
+        else:  # pg.url, else OUTBOX_PG_URL: the library's rule
+            opened = c.copy() if c is not None else Config()
+            opened.apply_env()
+            self._native = _native.Db.open_config(opened.native)
         self._driver: _Driver = _Owned(self)
         self._ptr = 0
 

@@ -6,13 +6,12 @@ import dataclasses
 import datetime as _dt
 import enum
 import json
-import re
 import uuid
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 from . import _native
-from ._config import ConfigLike, as_config
-from ._errors import ArgumentTypeError, InvalidArgument, InvalidEvent
+from ._config import Config, ConfigLike, as_config
+from ._errors import ArgumentTypeError, InvalidEvent
 
 __all__ = ["Event", "Operation", "Written", "Statement", "render_write", "render_dedupe", "JSONValue"]
 
@@ -60,21 +59,10 @@ class Event:
     force_delete: bool = False
 
 
-# The native layer takes the fields as one tuple, in this order (bindings/python: event_fields).
-_FIELDS: Tuple[str, ...] = (
-    "aggregate_type",
-    "aggregate_id",
-    "operation",
-    "payload",
-    "previous_payload",
-    "metadata",
-    "user",
-    "event_type",
-    "idempotency_key",
-    "event_id",
-    "force_delete",
-)
-_JSON_FIELDS = frozenset({"payload", "previous_payload", "metadata"})
+# The native layer takes the fields as one tuple, in the order the C API enumerates them
+# (outbox_event_field()); kind 1 is JSON text.
+_FIELDS: Tuple[str, ...] = tuple(name for name, _ in _native.event_fields())
+_JSON_FIELDS = frozenset(name for name, kind in _native.event_fields() if kind == 1)
 _FIELD_SET = frozenset(_FIELDS)
 
 
@@ -216,42 +204,15 @@ _SCALARS_TAIL = _FIELDS[6:10]  # user, event_type, idempotency_key, event_id
 assert _JSON_ORDER == ("payload", "previous_payload", "metadata") and _FIELDS[10] == "force_delete"
 
 
-_DOLLAR = re.compile(r"\$(\d+)")
-
-
-def convert_placeholders(sql: str, params: Sequence[Optional[str]], placeholders: str) -> Tuple[str, Any]:
-    """Converts a `$n` statement (each parameter used once, in order) to another paramstyle.
-
-    Every parameter is text: the library renders ``CAST(CAST($n AS text) AS type)``, so drivers
-    that prepare on the server and bind strictly typed values (asyncpg) accept the strings too."""
-    if placeholders == "dollar":
-        return sql, tuple(params)
-    if placeholders == "qmark":
-        return _DOLLAR.sub("?", sql), tuple(params)
-    if placeholders == "format":  # psycopg, psycopg2, pg8000: %s
-        return _DOLLAR.sub("%s", sql.replace("%", "%%")), tuple(params)
-    if placeholders == "named":  # SQLAlchemy text(), oracledb: :p1
-        return _DOLLAR.sub(lambda m: f":p{m.group(1)}", sql), {f"p{i + 1}": v for i, v in enumerate(params)}
-    if placeholders == "pyformat":  # %(p1)s
-        return (
-            _DOLLAR.sub(lambda m: f"%(p{m.group(1)})s", sql.replace("%", "%%")),
-            {f"p{i + 1}": v for i, v in enumerate(params)},
-        )
-    raise InvalidArgument(
-        f"placeholders must be 'dollar', 'qmark', 'format', 'named' or 'pyformat', not {placeholders!r}"
-    )
-
-
-def _render_config(config: ConfigLike, placeholders: Optional[str]) -> Tuple[Any, str]:
-    """The native config to render with (always $n; converted here) and the style to give."""
+def _render_config(config: ConfigLike, placeholders: Optional[str]) -> Any:
+    """The native config to render with: the configuration's, with render.placeholders set to
+    `placeholders` when given (the library converts, and names the parameters of named styles)."""
     c = as_config(config)
-    if c is None:
-        return None, placeholders or "dollar"
-    configured = c["render.placeholders"]
-    if configured != "dollar":
-        c = c.copy()
-        c["render.placeholders"] = "dollar"
-    return c.native, placeholders or configured
+    if placeholders is None:
+        return c.native if c is not None else None
+    c = c.copy() if c is not None else Config()
+    c["render.placeholders"] = placeholders
+    return c.native
 
 
 def render_write(
@@ -285,10 +246,8 @@ def render_write(
     Raises:
         InvalidEvent, TooLarge, UnknownKey: as ``write()`` (nothing touches the database).
     """
-    native, style = _render_config(config, placeholders)
-    sql, params, event_id, event_type = _native.render_write(native, event_fields(event, fields))
-    sql, converted = convert_placeholders(sql, params, style)
-    return Statement(sql, converted, event_id, event_type)
+    sql, params, event_id, event_type = _native.render_write(_render_config(config, placeholders), event_fields(event, fields))
+    return Statement(sql, params, event_id, event_type)
 
 
 def render_dedupe(
@@ -304,14 +263,12 @@ def render_dedupe(
     """Renders the inbox statement ``outbox.dedupe()`` runs, for subscribers whose database
     driver cannot be lent. It returns one row: ``first_time`` (boolean), ``previous_seq``
     (bigint or NULL), positions updated. Run it in the handler's transaction, first."""
-    native, style = _render_config(config, placeholders)
     sql, params = _native.render_dedupe(
-        native,
+        _render_config(config, placeholders),
         str(consumer),
         str(event_id),
         aggregate_type,
         None if aggregate_id is None else str(aggregate_id),
         int(seq or 0),
     )
-    sql, converted = convert_placeholders(sql, params, style)
-    return Statement(sql, converted)
+    return Statement(sql, params)

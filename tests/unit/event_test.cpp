@@ -1,4 +1,5 @@
 #include "config.hpp"
+#include "consumer.hpp"
 #include "error.hpp"
 #include "event.hpp"
 #include "identifiers.hpp"
@@ -218,4 +219,44 @@ TEST(Render, ParametersInOrderAndQmarkStyle) {
     store::Statement q = store::render_write(cfg, ev2);
     EXPECT_EQ(q.sql.find('$'), std::string::npos);
     EXPECT_EQ(std::count(q.sql.begin(), q.sql.end(), '?'), 11);
+}
+
+TEST(Placeholders, EveryStyleRenamesEachParameterAndEscapesPercentWhereItMustNotBeOne) {
+    const store::Statement st{"SELECT $1 WHERE b LIKE '10%' AND c = $2 AND d = $10", {"a", std::nullopt, "j"}, {}};
+    EXPECT_EQ(store::with_placeholders(st, "dollar").sql, st.sql);
+    EXPECT_EQ(store::with_placeholders(st, "qmark").sql, "SELECT ? WHERE b LIKE '10%' AND c = ? AND d = ?");
+    EXPECT_EQ(store::with_placeholders(st, "format").sql, "SELECT %s WHERE b LIKE '10%%' AND c = %s AND d = %s");
+    const store::Statement named = store::with_placeholders(st, "named");
+    EXPECT_EQ(named.sql, "SELECT :p1 WHERE b LIKE '10%' AND c = :p2 AND d = :p10");
+    EXPECT_EQ(named.names, (std::vector<std::string>{"p1", "p2", "p3"}));
+    EXPECT_EQ(store::with_placeholders(st, "pyformat").sql,
+              "SELECT %(p1)s WHERE b LIKE '10%%' AND c = %(p2)s AND d = %(p10)s");
+    EXPECT_TRUE(store::with_placeholders(st, "qmark").names.empty());
+    EXPECT_EQ(store::statement_json(named),
+              "{\"sql\":\"SELECT :p1 WHERE b LIKE '10%' AND c = :p2 AND d = :p10\",\"params\":[\"a\",null,\"j\"],"
+              "\"names\":[\"p1\",\"p2\",\"p3\"]}");
+    try {
+        (void)store::with_placeholders(st, "numeric");
+        FAIL() << "an unknown style must be refused";
+    } catch (const Error &e) {
+        EXPECT_EQ(e.code(), Errc::invalid_argument);
+    }
+}
+
+TEST(DeliveryProperty, PropertiesAndHeadersAsTextAbsentOnesAsNothing) {
+    Delivery d;
+    d.raw.props.message_id = "m-1";
+    d.raw.props.delivery_mode = 2;
+    d.raw.props.headers = {{"outbox-seq", int64_t{7}}, {"outbox-replay", true}, {"trace", std::string("t")}};
+    d.raw.exchange = "corewrite.fanout";
+    EXPECT_EQ(d.property("message_id"), "m-1");
+    EXPECT_EQ(d.property("delivery_mode"), "2");
+    EXPECT_EQ(d.property("outbox-seq"), "7");
+    EXPECT_EQ(d.property("outbox-replay"), "true");
+    EXPECT_EQ(d.property("trace"), "t");
+    EXPECT_EQ(d.property("exchange"), "corewrite.fanout");
+    EXPECT_EQ(d.property("routing_key"), "") << "present though empty";
+    EXPECT_EQ(d.property("type"), std::nullopt) << "empty: absent";
+    EXPECT_EQ(d.property("timestamp"), std::nullopt);
+    EXPECT_EQ(d.property("no-such-header"), std::nullopt);
 }

@@ -57,6 +57,56 @@ Napi::Value ConfigKey(const Napi::CallbackInfo &info) {
     return o;
 }
 
+// ---- the rules the JS layer reads instead of copying (outbox.h: Shared rules) ----
+
+// config_from_env(cfg, overwrite: boolean): pg.url / amqp.url from OUTBOX_PG_URL / OUTBOX_AMQP_URL.
+Napi::Value ConfigFromEnv(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_config>(info, 0);
+    const bool overwrite = info.Length() > 1 && info[1].IsBoolean() && info[1].As<Napi::Boolean>().Value();
+    check(info.Env(), outbox_config_from_env(h->ptr, overwrite ? 1 : 0));
+    return info.Env().Undefined();
+}
+
+// event_field(index) -> {name, kind} | null past the last field (kind: 0 text, 1 JSON, 2 flag)
+Napi::Value EventField(const Napi::CallbackInfo &info) {
+    int64_t index = int64_arg(info, 0, "index");
+    const char *name = nullptr;
+    outbox_field_kind kind = OUTBOX_FIELD_TEXT;
+    if (index < 0) {
+        return info.Env().Null();
+    }
+    outbox_status st = outbox_event_field(&name, &kind, static_cast<size_t>(index));
+    if (st == OUTBOX_ERR_NOT_FOUND) {
+        return info.Env().Null();
+    }
+    check(info.Env(), st);
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("name", str_or_null(info.Env(), name));
+    o.Set("kind", Napi::Number::New(info.Env(), static_cast<int>(kind)));
+    return o;
+}
+
+// status_for_sqlstate(sqlstate: string | null) -> the status name ('DUPLICATE', 'SCHEMA', ...)
+Napi::Value StatusForSqlstate(const Napi::CallbackInfo &info) {
+    std::string s;
+    const bool given = info.Length() > 0 && info[0].IsString();
+    if (given) {
+        s = info[0].As<Napi::String>().Utf8Value();
+    }
+    const outbox_status st = outbox_status_for_sqlstate(given ? s.c_str() : nullptr);
+    return Napi::String::New(info.Env(), outbox_status_name(st));
+}
+
+// idempotency_index(cfg | null) -> the idempotency key's unique index name
+Napi::Value IdempotencyIndex(const Napi::CallbackInfo &info) {
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    char *out = nullptr;
+    check(info.Env(), outbox_idempotency_index(&out, cfg != nullptr ? cfg->ptr : nullptr));
+    Napi::String s = Napi::String::New(info.Env(), out);
+    outbox_string_free(out);
+    return s;
+}
+
 } // namespace
 
 void register_config(Napi::Env env, Napi::Object exports) {
@@ -65,6 +115,10 @@ void register_config(Napi::Env env, Napi::Object exports) {
     def(env, exports, "config_set", ConfigSet);
     def(env, exports, "config_get", ConfigGet);
     def(env, exports, "config_key", ConfigKey);
+    def(env, exports, "config_from_env", ConfigFromEnv);
+    def(env, exports, "event_field", EventField);
+    def(env, exports, "status_for_sqlstate", StatusForSqlstate);
+    def(env, exports, "idempotency_index", IdempotencyIndex);
 }
 
 } // namespace outbox_node

@@ -491,6 +491,72 @@ Register r_render({"outbox_render_write", "outbox_statement_free", "outbox_state
                       outbox_event_free(ev);
                   });
 
+// ---- shared rules (rules-c.cpp) -------------------------------------------------------------------
+Register r_event_field({"outbox_event_field"}, [](Sweep &) {
+    EXPECT_EQ(outbox_event_field(nullptr, nullptr, 0), OUTBOX_OK) << "both outputs may be NULL";
+    EXPECT_STATUS(outbox_event_field(nullptr, nullptr, SIZE_MAX), OUTBOX_ERR_NOT_FOUND);
+    const char *name = reinterpret_cast<const char *>(0x1);
+    outbox_field_kind kind = OUTBOX_FIELD_FLAG;
+    EXPECT_STATUS(outbox_event_field(&name, &kind, 100000), OUTBOX_ERR_NOT_FOUND);
+});
+Register r_param_name({"outbox_statement_param_name"}, [](Sweep &s) {
+    EXPECT_EQ(outbox_statement_param_name(nullptr, 0), nullptr);
+    outbox_statement *st = nullptr;
+    outbox_event *ev = s.make_event();
+    ASSERT_EQ(outbox_render_write(&st, nullptr, ev), OUTBOX_OK);
+    EXPECT_EQ(outbox_statement_param_name(st, 0), nullptr) << "dollar is positional";
+    outbox_statement_free(st);
+    outbox_config *named = nullptr;
+    ASSERT_EQ(outbox_config_new(&named), OUTBOX_OK);
+    ASSERT_EQ(outbox_config_set(named, "render.placeholders", "named"), OUTBOX_OK);
+    ASSERT_EQ(outbox_render_write(&st, named, ev), OUTBOX_OK);
+    EXPECT_STREQ(outbox_statement_param_name(st, 0), "p1");
+    EXPECT_EQ(outbox_statement_param_name(st, outbox_statement_param_count(st)), nullptr);
+    EXPECT_EQ(outbox_statement_param_name(st, SIZE_MAX), nullptr);
+    outbox_statement_free(st);
+    outbox_config_free(named);
+    outbox_event_free(ev);
+});
+Register r_sqlstate({"outbox_status_for_sqlstate"}, [](Sweep &) {
+    EXPECT_EQ(outbox_status_for_sqlstate(nullptr), OUTBOX_ERR_DATABASE);
+    EXPECT_EQ(outbox_status_for_sqlstate(""), OUTBOX_ERR_DATABASE);
+    EXPECT_EQ(outbox_status_for_sqlstate(kHuge.c_str()), OUTBOX_ERR_DATABASE);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_EQ(outbox_status_for_sqlstate(bad), OUTBOX_ERR_DATABASE) << bad;
+    }
+    EXPECT_EQ(outbox_status_for_sqlstate("23505"), OUTBOX_ERR_DUPLICATE);
+});
+Register r_idempotency_index({"outbox_idempotency_index"}, [](Sweep &s) {
+    char *name = reinterpret_cast<char *>(0x1);
+    EXPECT_STATUS(outbox_idempotency_index(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(outbox_idempotency_index(&name, nullptr), OUTBOX_OK);
+    EXPECT_STREQ(name, "outbox_idempotency_key_idx");
+    outbox_string_free(name);
+});
+Register r_db_open_config({"outbox_db_open_config"}, [](Sweep &s) {
+    outbox_db *d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_open_config(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_open_config(&d, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(d, nullptr);
+    outbox_config *c = nullptr;
+    ASSERT_EQ(outbox_config_new(&c), OUTBOX_OK);
+    d = reinterpret_cast<outbox_db *>(0x1);
+    EXPECT_STATUS(outbox_db_open_config(&d, c), OUTBOX_ERR_INVALID_ARGUMENT); // no pg.url
+    EXPECT_EQ(d, nullptr);
+    ASSERT_EQ(outbox_config_set(c, "pg.url", "postgresql://u:pw@127.0.0.1:1/x?connect_timeout=1"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_db_open_config(&d, c), OUTBOX_ERR_CONNECTION);
+    EXPECT_EQ(std::string(outbox_last_error()).find("pw@"), std::string::npos) << outbox_last_error();
+    ASSERT_EQ(outbox_config_set(c, "pg.url", pg_url().c_str()), OUTBOX_OK);
+    ASSERT_EQ(outbox_db_open_config(&d, c), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(outbox_db_exec(d, "SELECT 1"), OUTBOX_OK);
+    outbox_db_close(d);
+    outbox_config_free(c);
+});
+Register r_config_from_env({"outbox_config_from_env"}, [](Sweep &) {
+    EXPECT_STATUS(outbox_config_from_env(nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_config_from_env(nullptr, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+});
+
 // ---- relay --------------------------------------------------------------------------------------
 Register r_relay_new({"outbox_relay_new", "outbox_relay_free"}, [](Sweep &s) {
     outbox_relay *r = reinterpret_cast<outbox_relay *>(0x1);
@@ -863,6 +929,119 @@ Register r_purge({"outbox_purge_published"}, [](Sweep &s) {
     ASSERT_EQ(outbox_db_exec(s.db, "BEGIN"), OUTBOX_OK);
     EXPECT_STATUS(outbox_purge_published(&n, s.db, 10, 10), OUTBOX_ERR_TRANSACTION);
     ASSERT_EQ(outbox_db_exec(s.db, "ROLLBACK"), OUTBOX_OK);
+});
+// ---- the operator commands' calls (the CLI is built on these) ----------------------------------
+Register r_replay_from({"outbox_replay_from"}, [](Sweep &s) {
+    int64_t n = -1, from = -1;
+    EXPECT_STATUS(outbox_replay_from(&n, &from, nullptr, nullptr, "PRD", "1", nullptr, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(n, 0);
+    EXPECT_EQ(from, 0);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, nullptr, nullptr, "1", nullptr, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, nullptr, "PRD", nullptr, nullptr, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, s.cfg, "", "1", nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, s.cfg, "PRD", "1", "not-a-uuid", nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, s.cfg, "PRD", "1", kHuge.c_str(), nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, s.cfg, "PRD", "1", kId.c_str(), nullptr), OUTBOX_ERR_NOT_FOUND);
+    EXPECT_STATUS(outbox_replay_from(&n, &from, s.db, s.cfg, "PRD", "1", nullptr, "not a time"), OUTBOX_ERR_DATABASE);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_NE(outbox_replay_from(&n, &from, s.db, s.cfg, "PRD", "1", nullptr, bad), OUTBOX_OK) << bad;
+    }
+    // Nothing since then: nothing published, no broker needed.
+    EXPECT_STATUS(outbox_replay_from(nullptr, nullptr, s.db, s.cfg, "PRD", "1", "", "2999-01-01T00:00:00Z"), OUTBOX_OK);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_replay_from(&n, &from, b, s.cfg, "PRD", "1", nullptr, "2000-01-01"), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+});
+Register r_purge_progress({"outbox_purge_published_progress", "outbox_purge_estimate"}, [](Sweep &s) {
+    int64_t n = -1;
+    EXPECT_STATUS(outbox_purge_published_progress(&n, nullptr, 10, 10, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(n, 0);
+    EXPECT_STATUS(outbox_purge_published_progress(&n, s.db, -1, 10, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published_progress(&n, s.db, 10, 0, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published_progress(&n, s.db, INT64_MAX, 10, nullptr, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_published_progress(nullptr, s.db, 3153600000, 10, nullptr, nullptr), OUTBOX_OK);
+    ASSERT_EQ(outbox_db_exec(s.db, "BEGIN"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_purge_published_progress(&n, s.db, 10, 10, nullptr, nullptr), OUTBOX_ERR_TRANSACTION);
+    ASSERT_EQ(outbox_db_exec(s.db, "ROLLBACK"), OUTBOX_OK);
+    int64_t e = -1;
+    EXPECT_STATUS(outbox_purge_estimate(nullptr, s.db, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_estimate(&e, nullptr, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(e, 0);
+    EXPECT_STATUS(outbox_purge_estimate(&e, s.db, -1), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_estimate(&e, s.db, INT64_MAX), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_purge_estimate(&e, s.db, 10), OUTBOX_OK);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_purge_estimate(&e, a, 10), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+});
+Register r_lag({"outbox_lag"}, [](Sweep &s) {
+    double lag = -1;
+    EXPECT_STATUS(outbox_lag(nullptr, s.db), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_lag(&lag, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(lag, 0);
+    EXPECT_STATUS(outbox_lag(&lag, s.db), OUTBOX_OK);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_lag(&lag, a), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_lag(&lag, b), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(b);
+});
+Register r_migrate_versions({"outbox_migrate_versions"}, [](Sweep &s) {
+    int a = -1, b = -1, c = -1, d = -1;
+    EXPECT_STATUS(outbox_migrate_versions(&a, &b, &c, &d, nullptr, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(a + b + c + d, 0);
+    EXPECT_STATUS(outbox_migrate_versions(&a, &b, &c, &d, s.db, static_cast<outbox_migrate_target>(99)),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_migrate_versions(nullptr, nullptr, nullptr, nullptr, s.db, OUTBOX_MIGRATE_ALL), OUTBOX_OK);
+    outbox_db *x = s.aborted_db();
+    EXPECT_STATUS(outbox_migrate_versions(&a, &b, &c, &d, x, OUTBOX_MIGRATE_ALL), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(x);
+    outbox_db *y = s.broken_db();
+    EXPECT_STATUS(outbox_migrate_versions(&a, &b, &c, &d, y, OUTBOX_MIGRATE_OUTBOX), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(y);
+});
+Register r_tail({"outbox_tail_open", "outbox_tail_close", "outbox_tail_next", "outbox_tail_name"}, [](Sweep &s) {
+    outbox_tail *t = reinterpret_cast<outbox_tail *>(0x1);
+    EXPECT_STATUS(outbox_tail_open(nullptr, s.cfg, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_tail_open(&t, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(t, nullptr);
+    outbox_config *none = nullptr;
+    ASSERT_EQ(outbox_config_new(&none), OUTBOX_OK);
+    EXPECT_STATUS(outbox_tail_open(&t, none, nullptr), OUTBOX_ERR_INVALID_ARGUMENT); // no amqp.url
+    ASSERT_EQ(outbox_config_set(none, "amqp.url", "amqp://u:pw@127.0.0.1:1/"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_tail_open(&t, none, nullptr), OUTBOX_ERR_CONNECTION);
+    outbox_config_free(none);
+    EXPECT_STATUS(outbox_tail_open(&t, s.cfg, kHuge.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_tail_open(&t, s.cfg, "bad\nname"), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_tail_close(nullptr);
+    EXPECT_EQ(outbox_tail_name(nullptr, 0), nullptr);
+    outbox_message *m = reinterpret_cast<outbox_message *>(0x1);
+    EXPECT_STATUS(outbox_tail_next(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_tail_next(&m, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(m, nullptr);
+    ASSERT_EQ(outbox_tail_open(&t, s.cfg, nullptr), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(std::string(outbox_tail_name(t, 0)), s.exchange);
+    EXPECT_STATUS(outbox_tail_next(&m, t, -5), OUTBOX_ERR_TIMEOUT);
+    EXPECT_STATUS(outbox_tail_next(&m, t, 10), OUTBOX_ERR_TIMEOUT);
+    EXPECT_EQ(m, nullptr);
+    outbox_tail_close(t);
+});
+Register r_step_callback({"outbox_relay_set_step_callback"}, [](Sweep &s) {
+    auto fn = [](const outbox_relay_step_info *, void *) {};
+    EXPECT_STATUS(outbox_relay_set_step_callback(nullptr, fn, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_relay_set_step_callback(nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_relay *r = nullptr;
+    ASSERT_EQ(outbox_relay_new(&r, s.cfg), OUTBOX_OK);
+    EXPECT_STATUS(outbox_relay_set_step_callback(r, fn, nullptr), OUTBOX_OK);
+    EXPECT_STATUS(outbox_relay_set_step_callback(r, nullptr, nullptr), OUTBOX_OK);
+    outbox_relay_free(r);
 });
 Register r_replay({"outbox_replay"}, [](Sweep &s) {
     int64_t n = -1;
