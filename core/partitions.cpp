@@ -149,13 +149,12 @@ bool Membership::tick(bool force) {
         conn_->exec_simple("COMMIT");
         std::vector<std::string> members;
         for (int i = 0; i < r.rows(); ++i) {
-            if (r.get_int(i, 1) != cfg_.consumer_partitions) {
-                fail(Errc::invalid_argument, "instance " + std::string(r.get(i, 0)) + " of subscriber " + consumer_ +
-                                                 " runs with consumer.partitions=" + std::string(r.get(i, 1)) +
-                                                 ", this one with " + std::to_string(cfg_.consumer_partitions) +
-                                                 "; every instance must use the recorded count");
+            // An instance with another count cannot get here past open() while the count is
+            // recorded; one started while an operator had deleted the record is left out of
+            // the assignment rather than stopping the instances that run with the recorded one.
+            if (r.get_int(i, 1) == cfg_.consumer_partitions) {
+                members.push_back(std::string(r.get(i, 0)));
             }
-            members.push_back(std::string(r.get(i, 0)));
         }
         joined_ = true;
         next_beat_ = now + std::chrono::milliseconds(std::max(cfg_.consumer_lease_ms / 4, 50));

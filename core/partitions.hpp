@@ -74,9 +74,10 @@ class Membership {
 
     // Refreshes the heartbeat and re-reads the live members when a heartbeat is due (every
     // lease/4) or when forced. Returns true when the owned set changed. Throws
-    // Error(invalid_argument) when the subscriber is recorded with another partition count, or a
-    // live instance runs with one; Error(connection/database) when PostgreSQL fails (the caller
-    // keeps what it holds: the broker still keeps partitions exclusive).
+    // Error(invalid_argument) when the subscriber is recorded with another partition count (at
+    // the first tick); Error(connection/database) when PostgreSQL fails (the caller keeps what it
+    // holds: the broker still keeps partitions exclusive). Live instances with another count are
+    // left out of the assignment.
     bool tick(bool force = false);
     [[nodiscard]] const std::vector<int> &owned() const { return owned_; }
     [[nodiscard]] const std::vector<std::string> &members() const { return members_; }
