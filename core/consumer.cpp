@@ -4,6 +4,7 @@
 #include "envelope.hpp"
 #include "error.hpp"
 #include "json.hpp"
+#include "partitions.hpp"
 #include "uuid.hpp"
 
 #include <poll.h>

@@ -6,7 +6,6 @@
 #include "amqp.hpp"
 #include "config.hpp"
 #include "inbox.hpp"
-#include "partitions.hpp"
 #include "pg.hpp"
 
 #include <atomic>
@@ -20,6 +19,10 @@
 #include <vector>
 
 namespace outbox {
+
+namespace partitions {
+class Membership; // core/partitions.hpp
+} // namespace partitions
 
 // One delivered event: the raw message and its envelope fields.
 struct Delivery {
@@ -103,12 +106,7 @@ class Consumer {
     std::string dlx_;
     std::string dlq_;
     std::unique_ptr<amqp::Connection> mq_;
-    size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
-    std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
-    std::unordered_map<std::string, int64_t> classic_attempts_;
-    std::atomic<bool> stop_{false};
-    std::function<void(int, const std::string &)> log_;
-    // Partitioned subscribers only.
+    // Partitioned subscribers only (core/partitions.hpp).
     std::unique_ptr<partitions::Membership> members_;
     std::vector<int> held_;
     mutable std::mutex held_mu_;
@@ -116,6 +114,11 @@ class Consumer {
     void rebalance_if_due();
     [[nodiscard]] int partition_of(const std::string &consumer_tag) const;
     [[nodiscard]] std::string source_queue(const Delivery &d) const;
+    size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
+    std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
+    std::unordered_map<std::string, int64_t> classic_attempts_;
+    std::atomic<bool> stop_{false};
+    std::function<void(int, const std::string &)> log_;
 };
 
 } // namespace outbox
