@@ -56,7 +56,7 @@ class Instance {
   public:
     Instance(const outbox::Config &cfg, const std::string &name, outbox::Consumer::Handler handler)
         : consumer_(std::make_unique<outbox::Consumer>(cfg, name)), handler_(std::move(handler)) {
-        consumer_->set_logger([this](int, const std::string &m) {
+        consumer_->set_logger([this](auto, const std::string &m) {
             std::lock_guard<std::mutex> lock(mu_);
             log_.push_back(m);
         });
