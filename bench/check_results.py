@@ -15,10 +15,10 @@ import sys
 
 # Row keys (or prefixes) every default run has, and the plot files of bench/plot.py.
 ROWS = ["B", "R-", "P-batch@", "P-window@", "R-w1", "S", "S-sleep", "X-1", "X-2", "X-4", "L-max", "L-off-50", "L-on-50",
-        "C-plain", "C-dedupe", "W-biz", "W-off", "W-on", "H"]
+        "C-plain", "C-dedupe", "W-biz", "W-off", "W-on", "H", "Q-1", "Q-2", "Q-4"]
 SECTIONS = ["1 relay drain", "2 seed-style contrast", "3 scale-out", "4 latency", "5 write overhead",
-            "6 consumer", "7 bindings", "8 table health"]
-SERIES = ["drain", "sweep_batch", "sweep_window", "scale", "latency", "write", "bindings", "health"]
+            "6 consumer", "7 bindings", "8 table health", "9 partitioned subscriber"]
+SERIES = ["drain", "sweep_batch", "sweep_window", "scale", "latency", "write", "bindings", "health", "partitions"]
 PLOTS = ["throughput_vs_batch_window.png", "drain_vs_backlog.png", "latency_vs_load.png", "table_health.png"]
 
 
@@ -45,6 +45,8 @@ def main():
     for x in rows:
         if x["key"].startswith("R-") and x["key"] != "R-w1" and not x.get("relay_peak_rss_kib", 0) > 0:
             problems.append(f"row {x['key']}: no relay peak RSS")
+        if x["key"].startswith("Q-") and not (x.get("exactly_once") is True and x.get("order_violations") == 0):
+            problems.append(f"row {x['key']}: effects not exactly once or per-aggregate order violated")
         if x["key"].startswith("L-") and x["key"] != "L-max" and not x.get("p50_ms", -1) >= 0:
             problems.append(f"row {x['key']}: no latency percentiles")
     figures = r.get("figures", [])

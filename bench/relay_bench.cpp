@@ -42,6 +42,8 @@ const std::vector<Scenario> &bench::scenario_table() {
         {"C", "consumer with dedupe vs without", scenario_consumer, true},
         {"W", "write overhead: business row alone vs plus outbox_write (notify off/on)", scenario_writes, true},
         {"K", "bindings (Python, Node) vs C, from --bindings-*", scenario_bindings, true},
+        {"Q", "partitioned subscriber: 1, 2, 4 instances, handler --part-handler-ms (throughput, once, order)",
+         scenario_partitions, true},
         {"H", "table health: steady load with relay, consumer and purges (--health-minutes)", scenario_health, true},
     };
     return table;

@@ -14,6 +14,7 @@
 //   W         writes.cpp       write overhead: a business row alone vs plus outbox_write
 //   K         bindings.cpp     the bindings' per-write cost (Python, Node) vs C
 //   H         health.cpp       table health under steady load with relay, consumers and purges
+//   Q         partitions.cpp   one partitioned subscriber at 1, 2, 4 instances: throughput, once, order
 //
 // Each scenario appends its rows, figures, series and notes to the Run and records its wall time
 // with Bench::phase; bench/README.md says what each measures and against which target.
@@ -64,6 +65,7 @@ void scenario_consumer(Bench &b); // C
 void scenario_writes(Bench &b);   // W
 void scenario_bindings(Bench &b); // K
 void scenario_health(Bench &b);   // H
+void scenario_partitions(Bench &b); // Q
 
 // The table, in the order the scenarios run.
 const std::vector<Scenario> &scenario_table();

@@ -713,14 +713,16 @@ Connection::Impl &Connection::live() {
     return *impl_;
 }
 
-void Connection::declare_exchange(const std::string &name, const std::string &type, bool durable, bool auto_delete) {
+void Connection::declare_exchange(const std::string &name, const std::string &type, bool durable, bool auto_delete,
+                                  const Table &args) {
     Impl &s = live();
     if (type.empty()) {
         fail(Errc::invalid_argument, s.msg("exchange type is empty"));
     }
+    const EncodedTable encoded(args);
     s.rpc("exchange.declare '" + name + "'", [&] {
         return amqp_exchange_declare(s.conn(), kChannel, bytes_of(name), bytes_of(type), 0, durable ? 1 : 0,
-                                     auto_delete ? 1 : 0, 0, amqp_empty_table);
+                                     auto_delete ? 1 : 0, 0, encoded.get());
     });
 }
 
@@ -758,6 +760,15 @@ void Connection::bind_queue(const std::string &queue, const std::string &exchang
     s.rpc("queue.bind '" + queue + "' to '" + exchange + "'", [&] {
         return amqp_queue_bind(s.conn(), kChannel, bytes_of(queue), bytes_of(exchange), bytes_of(routing_key),
                                amqp_empty_table);
+    });
+}
+
+void Connection::bind_exchange(const std::string &destination, const std::string &source,
+                               const std::string &routing_key) {
+    Impl &s = live();
+    s.rpc("exchange.bind '" + destination + "' to '" + source + "'", [&] {
+        return amqp_exchange_bind(s.conn(), kChannel, bytes_of(destination), bytes_of(source), bytes_of(routing_key),
+                                  amqp_empty_table);
     });
 }
 

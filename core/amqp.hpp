@@ -144,7 +144,8 @@ class Connection {
     Connection(const Connection &) = delete;
     Connection &operator=(const Connection &) = delete;
 
-    void declare_exchange(const std::string &name, const std::string &type, bool durable, bool auto_delete);
+    void declare_exchange(const std::string &name, const std::string &type, bool durable, bool auto_delete,
+                          const Table &args = {});
     void delete_exchange(const std::string &name);
     // An empty name asks the broker to name the queue; returns the name.
     std::string declare_queue(const std::string &name, bool durable, bool exclusive, bool auto_delete,
@@ -153,6 +154,8 @@ class Connection {
     // Returns how many messages were purged.
     uint32_t purge_queue(const std::string &name);
     void bind_queue(const std::string &queue, const std::string &exchange, const std::string &routing_key);
+    // Exchange-to-exchange binding: what `source` routes also goes to `destination`.
+    void bind_exchange(const std::string &destination, const std::string &source, const std::string &routing_key);
 
     // Publisher confirms: afterwards publish() numbers messages 1, 2, 3... and wait() reports Ack/Nack.
     void confirm_select();

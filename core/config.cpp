@@ -192,6 +192,17 @@ const std::vector<Option> &options() {
                       &Config::consumer_dead_letter_queue, true),
         int_opt("consumer.max_body_bytes", "larger messages are dead-lettered unread (default 4194304)",
                 &Config::consumer_max_body_bytes, 1, 512LL * 1024 * 1024),
+        int_opt("consumer.partitions",
+                "partition queues <queue>.p0.. this subscriber is split into by aggregate, shared by its "
+                "instances; 0 = not partitioned (default 0); changing it is an operator procedure (README)",
+                &Config::consumer_partitions, 0, 1024),
+        amqp_name_opt("consumer.instance",
+                      "this instance's name among a partitioned subscriber's instances (default host:pid:random)",
+                      &Config::consumer_instance, false),
+        int_opt("consumer.lease_ms",
+                "a partitioned instance not heard from for this long is presumed gone and its partitions are "
+                "taken over (default 5000)",
+                &Config::consumer_lease_ms, 500, 3600000),
         bool_opt("inbox.order_check", "report out-of-order and gapped events per aggregate (default true)",
                  &Config::inbox_order_check),
         int_opt("inbox.retention_s",

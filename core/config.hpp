@@ -62,6 +62,10 @@ struct Config {
     int consumer_delivery_limit = 5;
     std::string consumer_dead_letter_queue; // default: <queue>.dead
     size_t consumer_max_body_bytes = 4 * 1024 * 1024;
+    // Partitioned subscribers (core/partitions.hpp): 0 = one queue, competing consumers.
+    int consumer_partitions = 0;
+    std::string consumer_instance; // default: host:pid:random, unique per Consumer
+    int consumer_lease_ms = 5000;
     bool inbox_order_check = true;
     int64_t inbox_retention_s = 7 * 24 * 3600;
 

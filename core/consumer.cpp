@@ -1,14 +1,17 @@
 #include "consumer.hpp"
 
 #include "connect.hpp"
+#include "envelope.hpp"
 #include "error.hpp"
 #include "json.hpp"
+#include "partitions.hpp"
 #include "uuid.hpp"
 
 #include <poll.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 
 namespace outbox {
@@ -54,6 +57,17 @@ Consumer::Consumer(Config cfg, std::string name) : cfg_(std::move(cfg)), name_(s
     queue_ = cfg_.consumer_queue.empty() ? name_ : cfg_.consumer_queue;
     dlx_ = queue_ + ".dlx";
     dlq_ = cfg_.consumer_dead_letter_queue.empty() ? queue_ + ".dead" : cfg_.consumer_dead_letter_queue;
+    if (cfg_.consumer_partitions > 0) {
+        // Partition queues are quorum queues: single active consumer, delivery counts, and
+        // unacknowledged messages returned to the head of the queue when a consumer goes.
+        if (cfg_.consumer_queue_type != "quorum") {
+            fail(Errc::invalid_argument, "consumer.partitions needs consumer.queue_type=quorum");
+        }
+        if (cfg_.consumer_instance.empty()) {
+            cfg_.consumer_instance = partitions::default_instance();
+        }
+        members_ = std::make_unique<partitions::Membership>(cfg_, name_, cfg_.consumer_instance);
+    }
 }
 
 Consumer::~Consumer() {
@@ -88,6 +102,11 @@ void Consumer::connect() {
     conn->declare_exchange(dlx_, "fanout", true, false);
     declare_own_queue(*conn, dlq_, cfg_.consumer_queue_type, {{"x-queue-type", cfg_.consumer_queue_type}});
     conn->bind_queue(dlq_, dlx_, "");
+    if (members_) {
+        connect_partitioned(*conn);
+        mq_ = std::move(conn);
+        return;
+    }
     amqp::Table args{{"x-queue-type", cfg_.consumer_queue_type}, {"x-dead-letter-exchange", dlx_}};
     if (quorum) {
         // Backstop for a message that kills its consumer before the runtime can count it; the
@@ -109,6 +128,8 @@ std::optional<Delivery> Consumer::next(int timeout_ms) {
     while (!stopping()) {
         if (!mq_ || !mq_->alive()) {
             connect();
+        } else if (members_) {
+            rebalance_if_due();
         }
         std::optional<amqp::Message> msg;
         if (!pending_.empty()) {
@@ -144,6 +165,9 @@ std::optional<Delivery> Consumer::next(int timeout_ms) {
             dead_letter(d, why);
             continue;
         }
+        if (members_) {
+            d.partition = partition_of(d.raw.consumer_tag);
+        }
         return d;
     }
     return std::nullopt;
@@ -173,7 +197,16 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
     // Properties travel in one frame (128 KiB): a handler's 16 MiB error text would make the
     // publish fail and the message could never leave the queue. Shortened, printable UTF-8.
     props.headers.emplace_back("x-outbox-dead-reason", printable(reason, 1024));
-    props.headers.emplace_back("x-outbox-dead-queue", queue_);
+    props.headers.emplace_back("x-outbox-dead-queue", source_queue(d));
+    if (members_) {
+        // A partitioned subscriber's poison event is reported with its aggregate: the
+        // aggregate's later events go on (they are not held back); the order check reports the
+        // gap at the next one.
+        props.headers.emplace_back("x-outbox-dead-aggregate", partition_key(d.aggregate_type, d.aggregate_id));
+        log(LogLevel::warn, "consumer " + name_ + ": dead-lettering event " + d.event_id + " of aggregate " + d.aggregate_type +
+                   ":" + d.aggregate_id + " from " + source_queue(d) +
+                   "; later events of this aggregate go on and the order check reports the gap");
+    }
     props.headers.emplace_back("x-outbox-dead-consumer", name_);
     props.headers.emplace_back("x-outbox-dead-at", static_cast<int64_t>(std::time(nullptr)));
     if (props.delivery_mode == 0) {
@@ -216,6 +249,70 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
     mq_->ack(d.raw.delivery_tag);
     classic_attempts_.erase(d.event_id);
     uncounted_.erase(d.event_id);
+}
+
+// The partition topology, and consumers on the partitions the membership assigns this
+// instance, prefetch 1 each: at most one unsettled message per partition. Why this keeps a
+// partition with one instance at a time is in core/partitions.hpp.
+void Consumer::connect_partitioned(amqp::Connection &conn) {
+    members_->tick(true);
+    partitions::declare(conn, cfg_, queue_, dlx_, [&](const std::string &q, const amqp::Table &args) {
+        declare_own_queue(conn, q, cfg_.consumer_queue_type, args);
+    });
+    conn.qos(1);
+    conn.confirm_select();
+    {
+        std::lock_guard<std::mutex> lock(held_mu_);
+        held_ = members_->owned();
+    }
+    std::string list;
+    for (int p : members_->owned()) {
+        conn.consume(partitions::partition_queue(queue_, p), false, "outbox-" + name_ + ".p" + std::to_string(p));
+        list += (list.empty() ? "" : ",") + std::to_string(p);
+    }
+    log(LogLevel::info, "consumer " + name_ + " instance " + cfg_.consumer_instance + " connected to RabbitMQ node " + conn.node() +
+               ", partitions [" + list + "] of " + std::to_string(cfg_.consumer_partitions) + " (" +
+               std::to_string(members_->members().size()) + " instance(s)), dead letters to " + dlq_);
+}
+
+// Between messages only (the one handed out before is settled): a changed assignment is taken
+// up by reconnecting. Closing the connection (never basic.cancel) returns what this instance
+// holds to the head of its queues before a standby is activated (core/partitions.hpp, point 2).
+void Consumer::rebalance_if_due() {
+    try {
+        if (!members_->tick()) {
+            return;
+        }
+    } catch (const Error &e) {
+        if (e.code() == Errc::invalid_argument) {
+            throw;
+        }
+        // PostgreSQL is away: keep the partitions held (the broker keeps them exclusive); the
+        // others take them over when this instance's lease runs out.
+        log(LogLevel::warn, "consumer " + name_ + ": membership heartbeat failed: " + e.what());
+        return;
+    }
+    log(LogLevel::info, "consumer " + name_ + " instance " + cfg_.consumer_instance + ": partition assignment changed (" +
+               std::to_string(members_->members().size()) + " instance(s)); reconnecting");
+    connect();
+}
+
+std::vector<int> Consumer::partitions_held() const {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    return held_;
+}
+
+int Consumer::partition_of(const std::string &consumer_tag) const {
+    const std::string prefix = "outbox-" + name_ + ".p";
+    if (consumer_tag.rfind(prefix, 0) != 0) {
+        return -1;
+    }
+    return std::atoi(consumer_tag.c_str() + prefix.size());
+}
+
+std::string Consumer::source_queue(const Delivery &d) const {
+    const int p = members_ ? partition_of(d.raw.consumer_tag) : -1;
+    return p >= 0 ? partitions::partition_queue(queue_, p) : queue_;
 }
 
 int64_t Consumer::attempts(const Delivery &d) const {

@@ -13,12 +13,17 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace outbox {
+
+namespace partitions {
+class Membership; // core/partitions.hpp
+} // namespace partitions
 
 // One delivered event: the raw message and its envelope fields.
 struct Delivery {
@@ -29,6 +34,7 @@ struct Delivery {
     std::string event_id, event_type, aggregate_type, aggregate_id;
     int64_t seq = 0;             // from the outbox-seq header (0 = not given)
     int64_t delivery_count = -1; // deliveries before this one (quorum queues), -1 = unknown
+    int partition = -1;          // partitioned subscribers: the partition queue it came from
     inbox::Result dedupe;        // filled by the run loop
 
     [[nodiscard]] const std::string *field(const std::string &name) const;
@@ -69,7 +75,10 @@ class Consumer {
     Consumer &operator=(const Consumer &) = delete;
 
     // Declares the exchange, the dead-letter exchange and queue, the consumer's queue (bound to
-    // the exchange) and starts consuming. Called by next() when not connected.
+    // the exchange) and starts consuming. Called by next() when not connected. A partitioned
+    // subscriber (consumer.partitions > 0) declares its partition topology instead of the queue
+    // and consumes the partitions its membership assigns it (core/partitions.hpp); next()
+    // re-reads the membership between messages and reconnects when the assignment changed.
     void connect();
 
     // The next valid event, waiting at most timeout_ms; nullopt on timeout or stop. Messages
@@ -97,6 +106,11 @@ class Consumer {
     [[nodiscard]] const std::string &queue() const { return queue_; }
     [[nodiscard]] const std::string &dead_letter_queue() const { return dlq_; }
     [[nodiscard]] const Config &config() const { return cfg_; }
+    // Partitioned subscribers: the partitions this instance consumes now (empty otherwise) and
+    // its instance name.
+    // Safe to call from any thread (a copy, taken under a lock).
+    [[nodiscard]] std::vector<int> partitions_held() const;
+    [[nodiscard]] const std::string &instance() const { return cfg_.consumer_instance; }
 
     // Attempts so far for a message, this one included (from the broker's delivery count less
     // the redeliveries that were not the handler's failure, or counted here for classic queues,
@@ -130,6 +144,14 @@ class Consumer {
     std::string dlx_;
     std::string dlq_;
     std::unique_ptr<amqp::Connection> mq_;
+    // Partitioned subscribers only (core/partitions.hpp).
+    std::unique_ptr<partitions::Membership> members_;
+    std::vector<int> held_;
+    mutable std::mutex held_mu_;
+    void connect_partitioned(amqp::Connection &conn);
+    void rebalance_if_due();
+    [[nodiscard]] int partition_of(const std::string &consumer_tag) const;
+    [[nodiscard]] std::string source_queue(const Delivery &d) const;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
     std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
     std::unordered_map<std::string, int64_t> classic_attempts_; // handler failures per event (classic queues)

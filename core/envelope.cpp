@@ -49,6 +49,7 @@ amqp::Properties envelope_properties(const EventRow &row, bool replay) {
     p.headers.emplace_back("outbox-aggregate-type", row.aggregate_type);
     p.headers.emplace_back("outbox-aggregate-id", row.aggregate_id);
     p.headers.emplace_back("outbox-seq", row.seq);
+    p.headers.emplace_back(kPartitionKeyHeader, partition_key(row.aggregate_type, row.aggregate_id));
     // Trace context only costs a parse when the metadata can contain one.
     if (row.metadata.find("trace") != std::string::npos) {
         if (json::Ptr meta = json::parse(row.metadata)) {
@@ -64,6 +65,16 @@ amqp::Properties envelope_properties(const EventRow &row, bool replay) {
         p.headers.emplace_back("outbox-replay", true);
     }
     return p;
+}
+
+std::string partition_key(const std::string &aggregate_type, const std::string &aggregate_id) {
+    std::string key = std::to_string(aggregate_type.size());
+    key.reserve(key.size() + aggregate_type.size() + aggregate_id.size() + 2);
+    key += ':';
+    key += aggregate_type;
+    key += ':';
+    key += aggregate_id;
+    return key;
 }
 
 std::string routing_key(const EventRow &row) {

@@ -33,8 +33,14 @@ std::string envelope_body(const EventRow &row);
 
 // delivery_mode 2, content_type application/json, message_id = OUTBOX_ID, type = EVENT_TYPE,
 // timestamp, app_id "outbox", headers: outbox-aggregate-type, outbox-aggregate-id, outbox-seq,
-// traceparent/tracestate when the metadata carries them, outbox-replay when replay is true.
+// outbox-partition-key (see partition_key), traceparent/tracestate when the metadata carries them, outbox-replay when replay is true.
 amqp::Properties envelope_properties(const EventRow &row, bool replay = false);
+
+// The header partitioned subscribers hash (their x-consistent-hash exchange's hash-header):
+// "<byte length of the type>:<type>:<id>", so no two aggregates share a key whatever bytes
+// their type and id hold ("3:PRD:123").
+inline constexpr const char *kPartitionKeyHeader = "outbox-partition-key";
+std::string partition_key(const std::string &aggregate_type, const std::string &aggregate_id);
 
 // {aggregate_type}.{operation}, lower-cased.
 std::string routing_key(const EventRow &row);

@@ -80,6 +80,23 @@ CREATE TABLE {IP} (
     PRIMARY KEY (consumer, aggregate_type, aggregate_id)
 );
 )SQL",
+    R"SQL(
+-- Partitioned subscribers (core/partitions.hpp): the live instances with their heartbeats, and
+-- the partition count each subscriber was created with.
+CREATE TABLE {IMEM} (
+    consumer     text NOT NULL,
+    instance     text NOT NULL,
+    partitions   integer NOT NULL,
+    joined_at    timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, instance)
+);
+CREATE TABLE {IPART} (
+    consumer   text PRIMARY KEY,
+    partitions integer NOT NULL CHECK (partitions > 0),
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+)SQL",
 };
 
 std::string expand(const char *step, const Config &cfg) {
@@ -88,6 +105,8 @@ std::string expand(const char *step, const Config &cfg) {
     s = replace_all(s, "{A}", cfg.aggregates_qualified());
     s = replace_all(s, "{K}", idempotency_index(cfg));
     s = replace_all(s, "{N}", cfg.table);
+    s = replace_all(s, "{IMEM}", ident::qualified(cfg.schema, cfg.inbox_table + "_members"));
+    s = replace_all(s, "{IPART}", ident::qualified(cfg.schema, cfg.inbox_table + "_partitionings"));
     s = replace_all(s, "{IP}", ident::qualified(cfg.schema, cfg.inbox_table + "_positions"));
     s = replace_all(s, "{IN}", cfg.inbox_table);
     s = replace_all(s, "{I}", cfg.inbox_qualified());

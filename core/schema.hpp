@@ -7,7 +7,7 @@
 namespace outbox::schema {
 
 constexpr int outbox_version = 1;
-constexpr int inbox_version = 1;
+constexpr int inbox_version = 2;
 
 struct Result {
     int outbox_from = 0, outbox_to = 0;

@@ -348,7 +348,7 @@ disk_free_limit.absolute = 50MB
 log.console = false
 log.file.level = info
 EOF
-    printf '[%s].\n' "${OUTBOX_RABBIT_PLUGINS:-}" >"$OUTBOX_RABBIT_DIR/enabled_plugins"
+    printf '[%s].\n' "${OUTBOX_RABBIT_PLUGINS:-rabbitmq_consistent_hash_exchange}" >"$OUTBOX_RABBIT_DIR/enabled_plugins"
     : >"$OUTBOX_RABBIT_DIR/rabbitmq-env.conf"
 
     local pid

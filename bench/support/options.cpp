@@ -54,6 +54,8 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
                      "                      16,64,256,512,1024)\n"
                      "  --scale-events N    X backlog (default 50000); --scale-per-aggregate K (default 10)\n"
                      "  --scale-relays LIST X relay counts (default 1,2,4)\n"
+                     "  --part-events N, --part-aggregates N   Q: events and aggregates (default 20000, 2000)\n"
+                     "  --part-partitions N Q: consumer.partitions (default 16); --part-handler-ms N (default 2)\n"
                      "  --latency-seconds S L: seconds per load point (default 8)\n"
                      "  --health-minutes M  H: length of the steady-state run (default 2; 30 for the real check)\n"
                      "  --health-age-s S    H: purge published events and inbox rows older than S s (default 30)\n"
@@ -104,7 +106,7 @@ std::vector<long> parse_list(const std::string &opt, const char *v, long lo, lon
 // Which sizes the command line gave: --quick changes only the others.
 struct Given {
     bool events = false, writes = false, slices = false, drains = false, sweep = false, batches = false,
-         windows = false, scale = false, lat = false, health = false;
+         windows = false, scale = false, lat = false, health = false, part = false;
 };
 
 // One option: what its value does to the options, and which size it gives (--quick leaves those).
@@ -164,6 +166,10 @@ const std::vector<Opt> &option_table() {
         number("--scale-events", &Options::scale_events, 1, many, &Given::scale),
         number("--scale-per-aggregate", &Options::scale_per_aggregate, 1, 1000000),
         numbers("--scale-relays", &Options::scale_relays, 1, 64),
+        number("--part-events", &Options::part_events, 1, many, &Given::part),
+        number("--part-aggregates", &Options::part_aggregates, 1, many, &Given::part),
+        number("--part-partitions", &Options::part_partitions, 1, 1024),
+        number("--part-handler-ms", &Options::part_handler_ms, 0, 10000),
         number("--latency-seconds", &Options::latency_seconds, 0.5, 3600, &Given::lat),
         number("--health-minutes", &Options::health_minutes, 0, 24 * 60, &Given::health),
         number("--health-age-s", &Options::health_age_s, 1, 86400),
@@ -212,6 +218,10 @@ void apply_quick(Options &o, const Given &set) {
     }
     if (!set.scale) {
         o.scale_events = 4000;
+    }
+    if (!set.part) {
+        o.part_events = 2000;
+        o.part_aggregates = 200;
     }
     if (!set.lat) {
         o.latency_seconds = 1.5;

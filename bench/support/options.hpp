@@ -37,6 +37,10 @@ struct Options {
     long scale_events = 50000;    // X: backlog drained by 1, 2 and 4 relay processes
     int scale_per_aggregate = 10; // X: events per aggregate (order is checked per aggregate)
     std::vector<long> scale_relays{1, 2, 4};
+    long part_events = 20000;    // Q: events for the partitioned subscriber at 1, 2 and 4 instances
+    long part_aggregates = 2000; // Q: over this many aggregates
+    int part_partitions = 16;    // Q: consumer.partitions
+    int part_handler_ms = 2;     // Q: the handler's sleep per event
     double latency_seconds = 8;     // L: offered load held this long per point
     double latency_max_seconds = 6; // L: unpaced writes to find the maximum rate
     std::vector<double> latency_loads{0.25, 0.5, 0.8};

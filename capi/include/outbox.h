@@ -494,7 +494,12 @@ typedef struct outbox_message outbox_message;
  * Creates a consumer named `name` (its queue is consumer.queue, default the name; a quorum
  * queue by default, bound to amqp.exchange, dead letters to `<queue>.dead`). Needs amqp.url;
  * pg.url when outbox_consumer_run() should open its own database connection. Connects lazily.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, a bad name, or no amqp.url), OUTBOX_ERR_NO_MEMORY.
+ * Partitioned subscriber (README "Partitioned subscribers"): consumer.partitions=P > 0 consumes
+ * the partition queues `<queue>.p0..` this instance is assigned among the live instances of
+ * `name` (consumer.instance, consumer.lease_ms) instead of `<queue>`; it needs pg.url and quorum
+ * queues.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, a bad name, no amqp.url, or partitions with
+ *         consumer.queue_type=classic), OUTBOX_ERR_NO_MEMORY.
  */
 OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cfg, const char *name);
 /**
@@ -504,9 +509,11 @@ OUTBOX_API outbox_status outbox_consumer_new(outbox_consumer **out, const outbox
 OUTBOX_API void outbox_consumer_free(outbox_consumer *consumer);
 /**
  * Declares the topology and starts consuming now (otherwise the first next/run does).
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or an amqp.url that does not parse),
- *         OUTBOX_ERR_CONNECTION (broker unreachable or login refused), OUTBOX_ERR_BROKER (e.g. the
- *         queue exists with other arguments), OUTBOX_ERR_TIMEOUT.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL, or an amqp.url that does not parse; a
+ *         partitioned subscriber recorded with another consumer.partitions, no pg.url, or a broker
+ *         without the consistent-hash exchange plugin), OUTBOX_ERR_CONNECTION (broker or, for a
+ *         partitioned subscriber, PostgreSQL unreachable, or login refused), OUTBOX_ERR_BROKER (e.g.
+ *         the queue exists with other arguments), OUTBOX_ERR_DATABASE, OUTBOX_ERR_TIMEOUT.
  */
 OUTBOX_API outbox_status outbox_consumer_connect(outbox_consumer *consumer);
 /**

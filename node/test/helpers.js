@@ -61,6 +61,13 @@ async function env(t, extra = {}) {
       exchanges.add(`${name}.dlx`);
       return name;
     },
+    /** a queue or exchange of this test by its full name (a partitioned subscriber's), deleted at the end */
+    addQueue(q) {
+      queues.add(q);
+    },
+    addExchange(x) {
+      exchanges.add(x);
+    },
     /** another exchange of this test, deleted at the end */
     exchangeName(suffix) {
       const x = `${exchange}.${suffix}`;

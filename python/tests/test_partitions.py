@@ -1,0 +1,88 @@
+"""A partitioned subscriber (consumer.partitions) as two instances in one process: the partitions
+are divided between them, every effect happens exactly once and in per-aggregate order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+from conftest import PG_URL, event
+
+import outbox
+
+
+def test_two_instances_of_a_partitioned_subscriber_divide_it_in_order_and_exactly_once(admin, schema, cfg, consumer_name,
+                                                                                        amqp):
+    admin.execute(f'CREATE TABLE "{schema}".effects (applied bigserial PRIMARY KEY, event_id uuid NOT NULL,'
+                  ' aggregate text NOT NULL, seq bigint NOT NULL, instance text NOT NULL)')
+    for i in range(4):
+        amqp.queues.append(f"{consumer_name}.p{i}")
+    amqp.exchanges.append(f"{consumer_name}.partitions")
+    cfg["pg.url"] = PG_URL
+    cfg["consumer.partitions"] = 4
+    cfg["consumer.lease_ms"] = 1000
+
+    def instance(name):
+        c = cfg.copy()  # (not dict(cfg): a Config reads secrets back hidden)
+        c["consumer.instance"] = name
+        return outbox.Consumer(consumer_name, c)
+
+    a, b = instance("a"), instance("b")
+    a.connect()  # a alone: every partition, until its next heartbeat sees b
+    b.connect()
+    with psycopg.connect(PG_URL) as conn:
+        for i in range(80):
+            outbox.write(conn, config=cfg, **event(aggregate_id=f"g{i % 20}", payload={"n": i}))
+        conn.commit()
+    with outbox.Relay(cfg) as relay:
+        assert relay.drain().published == 80
+    time.sleep(0.6)  # past a's heartbeat: its first next() takes up its half only
+
+    errors = []
+
+    def run(consumer, name):
+        def handle(msg: outbox.Message, db) -> None:
+            time.sleep(0.005)
+            db.execute(f'INSERT INTO "{schema}".effects (event_id, aggregate, seq, instance) VALUES ($1, $2, $3, $4)',
+                       [msg.id, msg.aggregate_id, str(msg.seq), name])
+
+        try:
+            consumer.run(handle, idle_timeout=2.5)
+        except Exception as e:  # surfaced by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(a, "a")), threading.Thread(target=run, args=(b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    a.close()
+    b.close()
+    assert errors == []
+    rows = admin.execute(f'SELECT event_id::text, aggregate, seq, instance FROM "{schema}".effects ORDER BY applied').fetchall()
+    assert len(rows) == 80 and len({r[0] for r in rows}) == 80, "every effect exactly once"
+    by_agg = {}
+    for _, agg, seq, inst in rows:
+        by_agg.setdefault(agg, []).append((seq, inst))
+    for agg, seqs in by_agg.items():
+        assert [s for s, _ in seqs] == list(range(1, len(seqs) + 1)), f"{agg}: applied out of order"
+        assert len({i for _, i in seqs}) == 1, f"{agg}: handled by both instances while the assignment was stable"
+    assert {r[3] for r in rows} == {"a", "b"}, "both instances took a share"
+
+
+def test_another_partition_count_is_refused_with_invalid_argument(cfg, consumer_name, amqp):
+    for i in range(4):
+        amqp.queues.append(f"{consumer_name}.p{i}")
+    amqp.exchanges.append(f"{consumer_name}.partitions")
+    cfg["pg.url"] = PG_URL
+    cfg["consumer.partitions"] = 4
+    with outbox.Consumer(consumer_name, cfg) as c:
+        c.connect()
+    cfg["consumer.partitions"] = 2
+    with outbox.Consumer(consumer_name, cfg) as c:
+        with pytest.raises(outbox.InvalidArgument) as e:
+            c.connect()
+    assert e.value.code == "INVALID_ARGUMENT"
+    assert "partitioned into 4 partitions" in str(e.value)

@@ -1,0 +1,434 @@
+// Partitioned subscribers against real PostgreSQL and RabbitMQ (core/partitions.hpp): instances
+// divide the partitions evenly and rebalance on join and leave; two instances that both claim a
+// partition, and a slow handler while ownership moves, never handle one partition at once;
+// effects stay exactly once and in per-aggregate order; another partition count is refused;
+// a poison event is dead-lettered with its aggregate while that aggregate's later events go on;
+// a plain subscriber of the same exchange is unaffected. A service that cannot be reached makes
+// these tests fail.
+#include "relay_fixture.hpp"
+
+#include "consumer.hpp"
+#include "error.hpp"
+#include "partitions.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace outbox_test;
+using namespace std::chrono_literals;
+namespace amqp = outbox::amqp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+template <typename F> bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
+    const auto deadline = Clock::now() + limit;
+    while (true) {
+        if (done()) {
+            return true;
+        }
+        if (Clock::now() >= deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(step);
+    }
+}
+
+// The consumers' PostgreSQL URL with synchronous_commit off for their sessions (one commit per
+// message; no test here crashes the database server).
+std::string consumer_pg_url() {
+    std::string url = pg_url();
+    if (url.rfind("postgres", 0) == 0) {
+        return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-c%20synchronous_commit%3Doff";
+    }
+    return url + " options='-c synchronous_commit=off'";
+}
+
+// One instance: outbox::Consumer::run on a thread of its own, connected (topology declared) by the
+// constructor. Stopped, joined and destroyed (leaving the membership) by stop() or the destructor.
+class Instance {
+  public:
+    Instance(const outbox::Config &cfg, const std::string &name, outbox::Consumer::Handler handler)
+        : consumer_(std::make_unique<outbox::Consumer>(cfg, name)), handler_(std::move(handler)) {
+        consumer_->set_logger([this](auto, const std::string &m) {
+            std::lock_guard<std::mutex> lock(mu_);
+            log_.push_back(m);
+        });
+        consumer_->connect();
+        thread_ = std::thread([this] {
+            try {
+                consumer_->run(nullptr, handler_);
+            } catch (const std::exception &e) {
+                std::lock_guard<std::mutex> lock(mu_);
+                error_ = e.what();
+            }
+        });
+    }
+    Instance(const Instance &) = delete;
+    Instance &operator=(const Instance &) = delete;
+    ~Instance() { stop(); }
+    void stop() {
+        if (thread_.joinable()) {
+            consumer_->stop();
+            thread_.join();
+        }
+        consumer_.reset();
+    }
+    // Read from the test thread while run() may reconnect: copied under no lock, so only used
+    // once the assignment is stable (eventually() polls it).
+    std::vector<int> held() const { return consumer_ ? consumer_->partitions_held() : std::vector<int>{}; }
+    std::string error() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return error_;
+    }
+    std::string log_text() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::string out;
+        for (const auto &l : log_) {
+            out += l + "\n";
+        }
+        return out;
+    }
+
+  private:
+    std::unique_ptr<outbox::Consumer> consumer_;
+    outbox::Consumer::Handler handler_;
+    mutable std::mutex mu_;
+    std::vector<std::string> log_;
+    std::string error_;
+    std::thread thread_;
+};
+
+class PartitionTest : public RelayTest {
+  protected:
+    void SetUp() override {
+        RelayTest::SetUp();
+        cfg.pg_url = consumer_pg_url();
+        cfg.set("consumer.lease_ms", "1500");
+        db->exec_simple("CREATE TABLE " + effects() +
+                        " (n bigserial PRIMARY KEY, consumer text NOT NULL, outbox_id text NOT NULL,"
+                        " aggregate text NOT NULL, seq bigint NOT NULL, instance text NOT NULL, part int NOT NULL)");
+    }
+    void TearDown() override {
+        try {
+            amqp::Connection c(Collector::options());
+            for (const auto &[name, p] : subscribers_) {
+                for (int i = 0; i < p; ++i) {
+                    c.delete_queue(outbox::partitions::partition_queue(name, i));
+                }
+                if (p == 0) {
+                    c.delete_queue(name);
+                }
+                c.delete_queue(name + ".dead");
+                c.delete_exchange(name + ".dlx");
+                c.delete_exchange(outbox::partitions::hash_exchange(name));
+            }
+        } catch (...) { // NOLINT(bugprone-empty-catch): clean-up only
+        }
+        RelayTest::TearDown();
+    }
+
+    std::string subscriber(const std::string &base, int partitions) {
+        std::string name = base + "-" + suffix;
+        subscribers_.emplace_back(name, partitions);
+        return name;
+    }
+    outbox::Config partitioned(int partitions, const std::string &instance = "") const {
+        outbox::Config c = cfg;
+        c.set("consumer.partitions", std::to_string(partitions));
+        if (!instance.empty()) {
+            c.set("consumer.instance", instance);
+        }
+        return c;
+    }
+
+    std::string effects() const { return "\"" + cfg.schema + "\".effects"; }
+
+    // The effect of one event, in the handler's transaction.
+    void record(outbox::pg::Conn &tx, const std::string &consumer, const outbox::Delivery &d,
+                const std::string &instance) const {
+        tx.exec("INSERT INTO " + effects() +
+                    " (consumer, outbox_id, aggregate, seq, instance, part) VALUES ($1, $2, $3, $4, $5, $6)",
+                {consumer, d.event_id, d.aggregate_type + ":" + d.aggregate_id, std::to_string(d.seq), instance,
+                 std::to_string(d.partition)});
+    }
+
+    void relay_all() {
+        outbox::Relay relay(cfg);
+        drain(relay);
+    }
+
+    long rows(const std::string &consumer) {
+        return scalar_long("SELECT count(*) FROM " + effects() + " WHERE consumer = '" + consumer + "'");
+    }
+    // Events whose effect is missing or not exactly once.
+    long not_once(const std::string &consumer) {
+        return scalar_long("SELECT count(*) FROM " + table() + " o LEFT JOIN (SELECT outbox_id, count(*) AS k FROM " +
+                           effects() + " WHERE consumer = '" + consumer +
+                           "' GROUP BY outbox_id) e ON e.outbox_id = o.outbox_id::text WHERE coalesce(e.k, 0) <> 1");
+    }
+    // Effects applied out of per-aggregate order: each must follow the previous one of its
+    // aggregate by exactly one sequence number, in the order they were applied.
+    long order_violations(const std::string &consumer) {
+        return scalar_long("SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY aggregate ORDER BY n) AS prev FROM " +
+                           effects() + " WHERE consumer = '" + consumer +
+                           "') x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)");
+    }
+
+    std::vector<std::pair<std::string, int>> subscribers_;
+};
+
+// Tracks handlers in progress per partition; max_ is the most ever seen at once for any one.
+class Overlap {
+  public:
+    void enter(int p) {
+        std::lock_guard<std::mutex> lock(mu_);
+        max_ = std::max(max_, ++in_[p]);
+    }
+    void leave(int p) {
+        std::lock_guard<std::mutex> lock(mu_);
+        --in_[p];
+    }
+    int max() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return max_;
+    }
+
+  private:
+    mutable std::mutex mu_;
+    std::map<int, int> in_;
+    int max_ = 0;
+};
+
+std::set<int> as_set(const std::vector<int> &v) { return {v.begin(), v.end()}; }
+
+} // namespace
+
+TEST(PartitionAssignment, SpreadsEvenlyAndEveryPartitionHasOneOwner) {
+    for (int members = 1; members <= 9; ++members) {
+        std::vector<std::string> names;
+        for (int i = 0; i < members; ++i) {
+            names.push_back("i" + std::to_string(members - i)); // unsorted on purpose
+        }
+        std::map<int, int> owners;
+        size_t most = 0, least = SIZE_MAX;
+        for (const auto &n : names) {
+            auto mine = outbox::partitions::assign(names, n, 16);
+            most = std::max(most, mine.size());
+            least = std::min(least, mine.size());
+            for (int p : mine) {
+                ++owners[p];
+            }
+        }
+        EXPECT_EQ(owners.size(), 16U) << members;
+        for (const auto &[p, k] : owners) {
+            EXPECT_EQ(k, 1) << "partition " << p << " with " << members << " members";
+        }
+        EXPECT_LE(most - least, 1U) << members;
+    }
+    EXPECT_TRUE(outbox::partitions::assign({"a", "b"}, "c", 4).empty());
+    EXPECT_EQ(outbox::partition_key("PRD", "1:2"), "3:PRD:1:2");
+    EXPECT_NE(outbox::partition_key("a:b", "c"), outbox::partition_key("a", "b:c"));
+}
+
+// Instances join and leave while events flow: the assignment follows, evenly, with one owner
+// per partition; every effect once and in per-aggregate order; a plain subscriber of the same
+// exchange sees every event too.
+TEST_F(PartitionTest, InstancesDivideThePartitionsAndRebalanceOnJoinAndLeave) {
+    const std::string name = subscriber("it-part", 8);
+    const std::string plain = subscriber("it-plain", 0);
+    auto handler_for = [&](const std::string &instance) {
+        return [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+            record(tx, name, d, instance);
+        };
+    };
+    Instance other(cfg, plain, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, plain, d, "plain"); });
+    auto a = std::make_unique<Instance>(partitioned(8, "a"), name, handler_for("a"));
+    EXPECT_EQ(as_set(a->held()), (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+
+    write_events(300, 30, "x");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 300; }, 30s)) << rows(name) << "\n" << a->log_text();
+
+    Instance b(partitioned(8, "b"), name, handler_for("b"));
+    ASSERT_TRUE(eventually([&] { return a->held().size() == 4 && b.held().size() == 4; }, 10s))
+        << a->log_text() << b.log_text();
+    std::set<int> all = as_set(a->held());
+    for (int p : b.held()) {
+        EXPECT_TRUE(all.insert(p).second) << "partition " << p << " held twice";
+    }
+    EXPECT_EQ(all.size(), 8U);
+
+    write_events(300, 30, "x");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 600; }, 30s)) << rows(name);
+    // While the assignment was stable, each partition's events went to its owner only.
+    EXPECT_EQ(scalar_long("SELECT count(DISTINCT part) FROM " + effects() + " WHERE consumer = '" + name +
+                          "' AND n > (SELECT max(n) FROM " + effects() + " WHERE seq <= 10 AND consumer = '" + name +
+                          "') AND instance = 'a' AND part NOT IN (" +
+                          [&] {
+                              std::string s;
+                              for (int p : a->held()) {
+                                  s += (s.empty() ? "" : ",") + std::to_string(p);
+                              }
+                              return s;
+                          }() +
+                          ")"),
+              0);
+
+    a->stop(); // leaves: b takes every partition at its next heartbeat
+    a.reset();
+    ASSERT_TRUE(eventually([&] { return b.held().size() == 8; }, 10s)) << b.log_text();
+    write_events(300, 30, "x");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 900 && rows(plain) >= 900; }, 30s))
+        << rows(name) << " " << rows(plain);
+    std::this_thread::sleep_for(300ms);
+
+    EXPECT_EQ(not_once(name), 0);
+    EXPECT_EQ(order_violations(name), 0);
+    EXPECT_EQ(not_once(plain), 0) << "the plain subscriber of the same exchange";
+    EXPECT_EQ(b.error(), "");
+    EXPECT_EQ(other.error(), "");
+}
+
+// Two instances that both claim every partition (one instance name, so one membership row): the
+// broker's single active consumer lets only one receive; when it goes, the other takes over from
+// the oldest unsettled message. A slow handler makes any overlap visible.
+TEST_F(PartitionTest, TwoInstancesClaimingOnePartitionNeverHandleItAtOnce) {
+    const std::string name = subscriber("it-claim", 2);
+    Overlap overlap;
+    std::atomic<int> by1{0}, by2{0};
+    auto handler = [&](std::atomic<int> &count, const std::string &who) {
+        return [&, who](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+            overlap.enter(d.partition);
+            std::this_thread::sleep_for(15ms);
+            record(tx, name, d, who);
+            overlap.leave(d.partition);
+            ++count;
+        };
+    };
+    auto first = std::make_unique<Instance>(partitioned(2, "same"), name, handler(by1, "1"));
+    Instance second(partitioned(2, "same"), name, handler(by2, "2"));
+    EXPECT_EQ(first->held().size(), 2U);
+    EXPECT_EQ(second.held().size(), 2U) << "both claim both partitions";
+
+    write_events(200, 10, "c");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return by1.load() >= 40; }, 20s));
+    EXPECT_EQ(by2.load(), 0) << "the standby received while the active consumer was there";
+    first->stop();
+    first.reset();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 200; }, 30s)) << rows(name) << " " << second.log_text();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(by2.load(), 0);
+    EXPECT_EQ(overlap.max(), 1) << "two handlers of one partition at once";
+    EXPECT_EQ(not_once(name), 0);
+    EXPECT_EQ(order_violations(name), 0);
+}
+
+// Ownership moves while a slow handler runs: the new owner waits as a standby until the old one
+// has finished the message in hand and given the partition up.
+TEST_F(PartitionTest, SlowHandlerWhileOwnershipMovesKeepsOnePartitionWithOneInstance) {
+    const std::string name = subscriber("it-slow", 4);
+    Overlap overlap;
+    std::atomic<int> by_b{0};
+    auto handler = [&](const std::string &who) {
+        return [&, who](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+            overlap.enter(d.partition);
+            std::this_thread::sleep_for(60ms);
+            record(tx, name, d, who);
+            overlap.leave(d.partition);
+            if (who == "b") {
+                ++by_b;
+            }
+        };
+    };
+    Instance a(partitioned(4, "a"), name, handler("a"));
+    write_events(120, 12, "s");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 5; }, 20s));
+    Instance b(partitioned(4, "b"), name, handler("b"));
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 120; }, 60s)) << rows(name) << "\n" << a.log_text() << b.log_text();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(by_b.load(), 0) << "b never took a partition over";
+    EXPECT_EQ(overlap.max(), 1) << "two handlers of one partition at once";
+    EXPECT_EQ(not_once(name), 0);
+    EXPECT_EQ(order_violations(name), 0);
+    EXPECT_EQ(a.error(), "");
+    EXPECT_EQ(b.error(), "");
+}
+
+TEST_F(PartitionTest, AnotherPartitionCountIsRefusedWithTheProcedure) {
+    const std::string name = subscriber("it-count", 4);
+    outbox::Consumer four(partitioned(4), name);
+    four.connect();
+    outbox::Consumer two(partitioned(2), name);
+    try {
+        two.connect();
+        FAIL() << "connected with another partition count";
+    } catch (const outbox::Error &e) {
+        EXPECT_EQ(e.code(), outbox::Errc::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find("partitioned into 4 partitions"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("drain, rebind, resume"), std::string::npos) << e.what();
+    }
+    outbox::Config classic = partitioned(2);
+    classic.set("consumer.queue_type", "classic");
+    try {
+        outbox::Consumer c(classic, name);
+        FAIL() << "a classic partitioned consumer was accepted";
+    } catch (const outbox::Error &e) {
+        EXPECT_EQ(e.code(), outbox::Errc::invalid_argument);
+    }
+}
+
+// A poison event of a partitioned subscriber is dead-lettered with its aggregate and partition
+// queue; the aggregate's later events go on, and the order check reports the gap.
+TEST_F(PartitionTest, PoisonEventIsDeadLetteredWithItsAggregateAndLaterEventsGoOn) {
+    const std::string name = subscriber("it-poison", 2);
+    cfg.set("consumer.delivery_limit", "2");
+    std::mutex mu;
+    std::vector<std::string> orders;
+    Instance a(partitioned(2, "a"), name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        if (d.aggregate_id == "bad0" && d.seq == 2) {
+            throw std::runtime_error("poison");
+        }
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            orders.push_back(std::to_string(d.seq) + ":" + outbox::inbox::order_name(d.dedupe.order));
+        }
+        record(tx, name, d, "a");
+    });
+    write_events(4, 1, "bad");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 3; }, 20s)) << a.log_text();
+
+    amqp::Connection c(Collector::options());
+    c.qos(10);
+    c.consume(name + ".dead", false);
+    std::optional<amqp::Message> dead;
+    eventually(
+        [&] {
+            auto ev = c.wait(100);
+            if (ev && std::holds_alternative<amqp::Message>(*ev)) {
+                dead = std::get<amqp::Message>(*ev);
+                return true;
+            }
+            return false;
+        },
+        10s, 1ms);
+    ASSERT_TRUE(dead.has_value());
+    EXPECT_EQ(header_string(dead->props, "x-outbox-dead-aggregate"), "3:PRD:bad0");
+    const std::string from = header_string(dead->props, "x-outbox-dead-queue");
+    EXPECT_TRUE(from == name + ".p0" || from == name + ".p1") << from;
+    EXPECT_EQ(header_string(dead->props, "outbox-seq"), "2");
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(orders, (std::vector<std::string>{"1:in_order", "3:gap", "4:in_order"}));
+    EXPECT_NE(a.log_text().find("of aggregate PRD:bad0"), std::string::npos) << a.log_text();
+}
