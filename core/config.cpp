@@ -93,8 +93,9 @@ Option str_opt(const char *key, const char *help, std::string Config::*field, bo
             [field, secret](const Config &c) { return secret && !(c.*field).empty() ? std::string("***") : c.*field; }};
 }
 
-const std::vector<Option> &options() {
-    static const std::vector<Option> opts = {
+// The tables, events, rendering and PostgreSQL.
+std::vector<Option> database_options() {
+    return {
         str_opt("outbox.schema", "schema holding the tables (default public)", &Config::schema, true),
         str_opt("outbox.table", "outbox table name (default outbox)", &Config::table, true),
         str_opt("inbox.table", "consumer inbox table name (default outbox_inbox)", &Config::inbox_table, true),
@@ -122,6 +123,12 @@ const std::vector<Option> &options() {
                 false, true),
         int_opt("pg.connect_timeout_s", "PostgreSQL connect timeout in seconds (default 10)",
                 &Config::pg_connect_timeout_s, 1, 3600),
+    };
+}
+
+// RabbitMQ: addresses, the exchange, timeouts, TLS.
+std::vector<Option> broker_options() {
+    return {
         str_opt("amqp.url",
                 "RabbitMQ URL, amqp:// or amqps://; the nodes of a cluster as a comma-separated list, tried in turn "
                 "(env OUTBOX_AMQP_URL)",
@@ -152,6 +159,12 @@ const std::vector<Option> &options() {
                  &Config::amqp_tls_verify_peer),
         bool_opt("amqp.tls.verify_hostname", "verify the broker's host name (default true)",
                  &Config::amqp_tls_verify_hostname),
+    };
+}
+
+// The relay, the consumer and the inbox.
+std::vector<Option> runtime_options() {
+    return {
         int_opt("relay.batch_size", "events claimed per step (default 500)", &Config::relay_batch_size, 1, 100000),
         int_opt("relay.window", "publisher-confirm window: unconfirmed messages in flight (default 512)",
                 &Config::relay_window, 1, 65535),
@@ -212,6 +225,17 @@ const std::vector<Option> &options() {
         amqp_name_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
                       &Config::relay_name, false),
     };
+}
+
+// Every key, in the order --help lists them.
+const std::vector<Option> &options() {
+    static const std::vector<Option> opts = [] {
+        std::vector<Option> all;
+        for (auto part : {database_options(), broker_options(), runtime_options()}) {
+            all.insert(all.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+        }
+        return all;
+    }();
     return opts;
 }
 
