@@ -34,7 +34,7 @@ suites=$root/scripts/suites.sh
 
 # Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
-suite "test runner: failing steps, time limits, empty filters" 120 "$suites" runner_suite
+suite "test runner: failing steps, time limits, empty filters, cited reports, sizes" 120 "$suites" runner_suite
 suite "C++ (GoogleTest, ASan+UBSan)" 1200 "$suites" cxx_suite
 suite "security: least privilege, TLS, secrets, injection" 300 "$suites" security_suite
 suite "fuzz (brief, libFuzzer)" 300 "$suites" fuzz_suite

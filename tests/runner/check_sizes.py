@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""One idea a file, one job a function: the size limits of issue 15, checked on the tracked tree.
+
+    tests/runner/check_sizes.py [--function-limit N] [--file-limit N] [--root DIR]
+
+- No function in core/, capi/ or cli/ is over 120 lines (a function: a line at column 0 that
+  starts a signature, to the closing brace at column 0; lambdas count toward their function).
+- No source file outside tests/ is over 1,000 lines.
+Exit 0 when both hold; otherwise each offender is printed and the exit status is 1."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SOURCE = (".c", ".cc", ".cpp", ".h", ".hpp", ".py", ".js", ".ts", ".sh", ".php")
+NOT_A_FUNCTION = re.compile(r"^(namespace|struct|class|enum|union|extern|typedef|using|template|#|//|/\*|\*)")
+
+
+def tracked():
+    out = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True, check=True).stdout
+    return [f for f in out.split("\n") if f]
+
+
+def long_functions(path, limit):
+    lines = open(os.path.join(ROOT, path), errors="replace").read().split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line and re.match(r"[A-Za-z_\[]", line) and "(" in line and not NOT_A_FUNCTION.match(line):
+            k = i
+            while k < len(lines) and k < i + 8 and not lines[k].rstrip().endswith(("{", ";")):
+                k += 1
+            if k < len(lines) and lines[k].rstrip().endswith("{"):
+                j = k + 1
+                while j < len(lines) and not lines[j].startswith("}"):
+                    j += 1
+                if j - i + 1 > limit:
+                    yield i + 1, j - i + 1, line.strip()
+                i = j
+        i += 1
+
+
+def main(argv):
+    global ROOT
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--function-limit", type=int, default=120)
+    ap.add_argument("--file-limit", type=int, default=1000)
+    ap.add_argument("--root", default=ROOT, help="the checkout to read (default: this script's)")
+    args = ap.parse_args(argv[1:])
+    ROOT = os.path.abspath(args.root)
+    files = tracked()
+    problems = 0
+    functions = 0
+    for f in files:
+        if f.split("/")[0] in ("core", "capi", "cli") and f.endswith((".c", ".cc", ".cpp", ".h", ".hpp")):
+            functions += 1
+            for line, n, sig in long_functions(f, args.function_limit):
+                print(f"sizes: {f}:{line}: a function of {n} lines (limit {args.function_limit}): {sig}")
+                problems += 1
+    sources = [f for f in files if f.endswith(SOURCE) and not f.startswith("tests/") and "node_modules/" not in f]
+    for f in sources:
+        n = sum(1 for _ in open(os.path.join(ROOT, f), errors="replace"))
+        if n > args.file_limit:
+            print(f"sizes: {f}: {n} lines (limit {args.file_limit})")
+            problems += 1
+    print(f"sizes: {functions} files of core/, capi/, cli/ read for functions over {args.function_limit} lines, "
+          f"{len(sources)} source files outside tests/ for files over {args.file_limit}: {problems} over")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
