@@ -14,7 +14,8 @@
 --   outbox_relay     the relay: read events, mark them published or failed (status,
 --                    published_at, retry_count, error_message, next_attempt_at). No INSERT, no
 --                    DELETE, no other column.
---   outbox_consumer  consumers: their inbox and its positions only; nothing of the outbox.
+--   outbox_consumer  consumers: their inbox, its positions and (partitioned subscribers) the
+--                    membership tables only; nothing of the outbox.
 --   outbox_operator  stats, retry-failed, purge, replay, purge-inbox.
 --
 -- The owner (who runs `outbox migrate`) keeps DDL; none of these roles can create or alter.
@@ -33,6 +34,8 @@
 \endif
 \set aggregates_table :outbox_table _aggregates
 \set positions_table :inbox_table _positions
+\set members_table :inbox_table _members
+\set partitionings_table :inbox_table _partitionings
 
 SELECT format('CREATE ROLE %I NOLOGIN', r)
   FROM unnest(ARRAY['outbox_writer', 'outbox_relay', 'outbox_consumer', 'outbox_operator']) AS r
@@ -53,6 +56,10 @@ GRANT UPDATE (status, published_at, retry_count, error_message, next_attempt_at)
 -- consumer
 GRANT SELECT, INSERT ON :"schema".:"inbox_table" TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE (last_seq, updated_at) ON :"schema".:"positions_table" TO outbox_consumer;
+-- Partitioned subscribers (consumer.partitions): each instance's heartbeat row, and the partition
+-- count recorded once per subscriber.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".:"members_table" TO outbox_consumer;
+GRANT SELECT, INSERT ON :"schema".:"partitionings_table" TO outbox_consumer;
 
 -- operator
 GRANT SELECT, DELETE ON :"schema".:"outbox_table" TO outbox_operator;

@@ -180,9 +180,12 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     ASSERT_EQ(outbox_db_exec(w, "COMMIT"), OUTBOX_OK);
 
     // A consumer (its queue bound first), then the relay publishes with its role.
+    // A partitioned subscriber, so its membership tables are used with the role's grants too.
     set("pg.url", pg_url_as(consumer_role, pw));
+    set("consumer.partitions", "2");
     outbox_consumer *consumer = nullptr;
     ASSERT_EQ(outbox_consumer_new(&consumer, cfg, ("lp-" + tag).c_str()), OUTBOX_OK);
+    set("consumer.partitions", "0");
     ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
     set("pg.url", pg_url_as(relay_role, pw));
     outbox_relay *relay = nullptr;
@@ -213,6 +216,8 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     ASSERT_EQ(outbox_consumer_run(consumer, nullptr, handler, &seen), OUTBOX_OK) << outbox_last_error();
     EXPECT_EQ(seen.ids.size(), 3U);
     EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM \"" + schema + "\".outbox_inbox"), "3");
+    EXPECT_EQ(scalar(pg_url(), "SELECT partitions FROM \"" + schema + "\".outbox_inbox_partitionings"), "2")
+        << "the partition count was recorded as the consumer role";
     outbox_consumer_free(consumer);
 
     // What each role must not do.
@@ -592,8 +597,9 @@ TEST_F(SecTest, InjectionStringsAreDataAndIdentifiersAreRefused) {
     outbox_db_close(d);
 
     EXPECT_EQ(scalar(pg_url(), "SELECT v FROM \"" + schema + "\".x"), "kept") << "the injections' target survived";
-    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM pg_tables WHERE schemaname = $1", {schema}), "6")
-        << "outbox, aggregates, inbox, positions, migrations and x: nothing created or dropped";
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM pg_tables WHERE schemaname = $1", {schema}), "8")
+        << "outbox, aggregates, inbox, positions, members, partitionings, migrations and x: nothing created or "
+           "dropped";
 }
 
 } // namespace
