@@ -16,8 +16,9 @@ namespace Outbox;
  * The header: OUTBOX_FFI_HEADER, then Library::configure()'s, then the one shipped in this package
  * (include/outbox_ffi.h, a copy of the outbox_ffi.h the build generates).
  *
- * Under FPM/CGI (ffi.enable=preload, PHP's default) FFI::cdef is refused: preload.php loads the
- * library once with FFI::load at server start, and every request takes it with FFI::scope(SCOPE).
+ * Under FPM/CGI (ffi.enable=preload, PHP's default) FFI::cdef is refused: php.ini's ffi.preload names
+ * the scope header (bin/outbox-ffi-header writes it) or opcache.preload runs preload.php, the library
+ * is loaded once at server start, and every request takes it with FFI::scope(SCOPE).
  */
 final class Library
 {
@@ -119,34 +120,47 @@ final class Library
         }
         $cli = in_array(PHP_SAPI, ['cli', 'phpdbg', 'embed'], true);
         if ($mode === 'preload' && !$cli) {
-            throw new LoadException('FFI::cdef is refused under ' . PHP_SAPI . ' with ffi.enable=preload, and liboutbox'
-                . ' was not preloaded (no FFI scope ' . self::SCOPE . '): add opcache.preload='
-                . dirname(__DIR__) . '/preload.php to php.ini (see the package README)');
+            throw new LoadException('FFI is restricted to preloaded code under ' . PHP_SAPI . ' with ffi.enable=preload,'
+                . ' and liboutbox was not preloaded (no FFI scope ' . self::SCOPE . '): set opcache.preload='
+                . dirname(__DIR__) . '/preload.php, and ffi.preload=FILE with the header '
+                . dirname(__DIR__) . '/bin/outbox-ffi-header FILE writes (see the package README)');
         }
         $library = self::findLibrary($library);
         return \FFI::cdef((string)file_get_contents(self::findHeader($header)), $library);
     }
 
     /**
-     * For opcache.preload: loads the library once per server with FFI::load and FFI_SCOPE, so requests
-     * under ffi.enable=preload take it with FFI::scope. FFI::load reads a file: the shipped header with
-     * FFI_SCOPE and FFI_LIB prepended is written to $cacheDir (OUTBOX_FFI_CACHE, else the temp dir).
+     * The shipped header with FFI_SCOPE and FFI_LIB (the library found by the search, as an absolute
+     * path) prepended, written to $path: the file php.ini's ffi.preload names, for FPM/CGI under
+     * ffi.enable=preload. Requests then take the library with FFI::scope(SCOPE). Returns the library.
+     */
+    public static function writeScopeHeader(string $path, ?string $library = null): string
+    {
+        $library = self::findLibrary($library);
+        $library = str_starts_with($library, '/') ? $library : getcwd() . '/' . $library;
+        $code = '#define FFI_SCOPE "' . self::SCOPE . "\"\n#define FFI_LIB \"$library\"\n"
+            . (string)file_get_contents(self::findHeader());
+        $tmp = @tempnam(dirname($path), '.outbox_ffi_');
+        if ($tmp === false || file_put_contents($tmp, $code) !== strlen($code) || !chmod($tmp, 0644) || !rename($tmp, $path)) {
+            throw new LoadException("cannot write the FFI scope header $path");
+        }
+        return $library;
+    }
+
+    /**
+     * For opcache.preload (preload.php) where the server's master does not run as root: FFI::load of
+     * the scope header, written to $cacheDir (OUTBOX_FFI_CACHE, else the temp dir). PHP refuses
+     * FFI::load under opcache.preload_user (a root master): use ffi.preload there.
      */
     public static function preload(?string $library = null, ?string $cacheDir = null): string
     {
-        $library = realpath(self::findLibrary($library));
-        $code = '#define FFI_SCOPE "' . self::SCOPE . "\"\n#define FFI_LIB \"$library\"\n"
-            . (string)file_get_contents(self::findHeader());
         $cacheDir ??= self::env('OUTBOX_FFI_CACHE') ?? sys_get_temp_dir();
-        $path = "$cacheDir/outbox_ffi_" . substr(hash('sha256', $code), 0, 16) . '.h';
-        if (!is_file($path) || file_get_contents($path) !== $code) {
-            $tmp = tempnam($cacheDir, 'outbox_ffi_');
-            if ($tmp === false || file_put_contents($tmp, $code) !== strlen($code) || !rename($tmp, $path)) {
-                throw new LoadException("cannot write the preload header into $cacheDir (set OUTBOX_FFI_CACHE)");
-            }
-        }
-        if (\FFI::load($path) === null) {
-            throw new LoadException("FFI::load($path) failed for $library");
+        $path = "$cacheDir/outbox_ffi_scope_" . getmypid() . '.h';
+        $library = self::writeScopeHeader($path, $library);
+        try {
+            \FFI::load($path);
+        } finally {
+            unlink($path);
         }
         return $library;
     }
