@@ -15,7 +15,7 @@ OUTBOX_DEB_PACKAGES=(
     # services (started by scripts/services.sh)
     postgresql postgresql-contrib rabbitmq-server
     # bindings / examples
-    php-cli php-pgsql python3 python3-venv nodejs npm
+    php-cli php-cgi php-pgsql composer python3 python3-venv nodejs npm
     # process and socket tools used by the scripts; openssl makes the services' test certificates
     procps iproute2 openssl
     # fuzzing (tests/fuzz): clang with libFuzzer and the sanitizer runtimes

@@ -43,7 +43,7 @@ suite "fault injection, quick subset, clusters included (tests/faults/run --quic
 suite "ABI: doc comments, exported symbols, libabigail baseline" 180 "$suites" abi_suite
 suite "threads under ThreadSanitizer" 900 "$suites" tsan_suite
 suite "C examples under valgrind (memcheck)" 300 "$suites" valgrind_suite
-suite "PHP through FFI (DataStore, subscriber)" 120 "$suites" php_suite
+suite "PHP package through FFI (DataStore, subscriber, php-cgi, Composer)" 120 "$suites" php_suite
 suite "Python ctypes against liboutbox.so" 120 "$suites" ctypes_suite
 suite "Node (node --test)" 900 "$suites" node_suite
 suite "Python (pytest)" 900 "$suites" python_suite

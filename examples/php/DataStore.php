@@ -4,7 +4,15 @@
 // PDO runs the rendered statement inside the same transaction, so both commit or neither does.
 declare(strict_types=1);
 
-require_once __DIR__ . '/Outbox.php';
+// The outbox package (php/): Composer's autoloader when the application loaded one (vendor/autoload.php),
+// else the package's own autoloader from this checkout.
+if (!class_exists(Outbox\Outbox::class)) {
+    require_once __DIR__ . '/../../php/autoload.php';
+}
+
+use Outbox\Outbox;
+use Outbox\OutboxConfig;
+use Outbox\PgUrl;
 
 final class DataStore
 {
@@ -70,7 +78,7 @@ final class DataStore
 }
 
 if (PHP_SAPI === 'cli' && realpath($argv[0] ?? '') === __FILE__) {
-    $pdo = outbox_pdo(getenv('OUTBOX_PG_URL') ?: 'postgresql://outbox:outbox@127.0.0.1:54329/outbox');
+    $pdo = PgUrl::pdo(getenv('OUTBOX_PG_URL') ?: 'postgresql://outbox:outbox@127.0.0.1:54329/outbox');
     if ($schema = getenv('OUTBOX_SCHEMA')) {
         $pdo->exec('SET search_path TO ' . $pdo->quote($schema));
     }

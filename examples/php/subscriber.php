@@ -5,7 +5,15 @@
 //   php subscriber.php [consumer-name] [count]
 declare(strict_types=1);
 
-require_once __DIR__ . '/Outbox.php';
+// The outbox package (php/): Composer's autoloader when the application loaded one (vendor/autoload.php),
+// else the package's own autoloader from this checkout.
+if (!class_exists(Outbox\Outbox::class)) {
+    require_once __DIR__ . '/../../php/autoload.php';
+}
+
+use Outbox\Outbox;
+use Outbox\OutboxConsumer;
+use Outbox\PgUrl;
 
 function run_subscriber(Outbox $outbox, PDO $pdo, array $options, string $name, int $count, int $idleMs = 0): array
 {
@@ -51,7 +59,7 @@ function run_subscriber(Outbox $outbox, PDO $pdo, array $options, string $name, 
 }
 
 if (PHP_SAPI === 'cli' && realpath($argv[0] ?? '') === __FILE__) {
-    $pdo = outbox_pdo(getenv('OUTBOX_PG_URL') ?: 'postgresql://outbox:outbox@127.0.0.1:54329/outbox');
+    $pdo = PgUrl::pdo(getenv('OUTBOX_PG_URL') ?: 'postgresql://outbox:outbox@127.0.0.1:54329/outbox');
     $options = ['amqp.url' => getenv('OUTBOX_AMQP_URL') ?: 'amqp://outbox:outbox@127.0.0.1:56729/%2f', 'render.placeholders' => 'qmark'];
     if ($schema = getenv('OUTBOX_SCHEMA')) {
         $options['outbox.schema'] = $schema;

@@ -4,8 +4,16 @@
 // with dedupe. Prints one line per check and "N passed, N failed"; exits non-zero on failure.
 declare(strict_types=1);
 
+require_once __DIR__ . '/../../php/autoload.php'; // the package (php/), as the examples load it
 require_once __DIR__ . '/../../examples/php/DataStore.php';
 require_once __DIR__ . '/../../examples/php/subscriber.php';
+
+use Outbox\Library;
+use Outbox\LoadException;
+use Outbox\Outbox;
+use Outbox\OutboxConsumer;
+use Outbox\OutboxException;
+use Outbox\PgUrl;
 
 $passed = 0;
 $failed = 0;
@@ -30,7 +38,21 @@ $exchange = "test.php.$suffix";
 $outbox = new Outbox();
 check('library loads through FFI', preg_match('/^\d+\.\d+\.\d+$/', $outbox->version()) === 1, $outbox->version());
 
-$pdo = outbox_pdo($pgUrl); // fails the run (uncaught) when PostgreSQL is unreachable
+// The search: OUTBOX_LIB wins, and a set but missing path is an error naming it, never skipped.
+$found = Library::findLibrary();
+$expected = getenv('OUTBOX_LIB') ?: dirname(__DIR__, 2) . '/_install/lib/liboutbox.so.0';
+check('the search finds the library (OUTBOX_LIB, else _install/lib/liboutbox.so.0)', $found === $expected, $found);
+$originalLib = getenv('OUTBOX_LIB');
+putenv('OUTBOX_LIB=/nonexistent/liboutbox.so.0');
+try {
+    new Outbox();
+    check('a missing OUTBOX_LIB raises', false, 'loaded');
+} catch (LoadException $e) {
+    check('a missing OUTBOX_LIB raises LoadException naming it', str_contains($e->getMessage(), 'OUTBOX_LIB names /nonexistent/liboutbox.so.0'), $e->getMessage());
+}
+putenv($originalLib === false ? 'OUTBOX_LIB' : "OUTBOX_LIB=$originalLib");
+
+$pdo = PgUrl::pdo($pgUrl); // fails the run (uncaught) when PostgreSQL is unreachable
 $pdo->exec("CREATE SCHEMA $schema");
 $pdo->exec("SET search_path TO $schema");
 // The brokers as a list whose first node is down (a port that was just free: connecting is
