@@ -183,9 +183,11 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     // A partitioned subscriber, so its membership tables are used with the role's grants too.
     set("pg.url", pg_url_as(consumer_role, pw));
     set("consumer.partitions", "2");
+    set("consumer.queue_type", "quorum"); // partitions are quorum queues
     outbox_consumer *consumer = nullptr;
-    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, ("lp-" + tag).c_str()), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, ("lp-" + tag).c_str()), OUTBOX_OK) << outbox_last_error();
     set("consumer.partitions", "0");
+    set("consumer.queue_type", "classic");
     ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
     set("pg.url", pg_url_as(relay_role, pw));
     outbox_relay *relay = nullptr;
