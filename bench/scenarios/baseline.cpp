@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace bench {
@@ -106,13 +107,18 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
     ConfirmTracker confirms(static_cast<size_t>(g.count));
     FrameReader reader{mq, confirms};
     Message m;
-    amqp_table_entry_t headers[3];
+    // The relay's headers, outbox-partition-key included (`<type length>:<type>:<id>`), so B
+    // publishes the same messages as the relay.
+    amqp_table_entry_t headers[4];
+    std::string partition_key;
     headers[0].key = amqp_cstring_bytes("outbox-aggregate-type");
     headers[0].value.kind = AMQP_FIELD_KIND_UTF8;
     headers[1].key = amqp_cstring_bytes("outbox-aggregate-id");
     headers[1].value.kind = AMQP_FIELD_KIND_UTF8;
     headers[2].key = amqp_cstring_bytes("outbox-seq");
     headers[2].value.kind = AMQP_FIELD_KIND_I64;
+    headers[3].key = amqp_cstring_bytes("outbox-partition-key");
+    headers[3].value.kind = AMQP_FIELD_KIND_UTF8;
     const std::string exchange = run.exchange;
     const auto window = static_cast<uint64_t>(o.window);
     const auto total = static_cast<uint64_t>(g.count);
@@ -138,7 +144,10 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
             headers[0].value.value.bytes = amqp_cstring_bytes(Generator::aggregate_type());
             headers[1].value.value.bytes = bytes_of(m.aggregate_id);
             headers[2].value.value.i64 = g.seq_of(i);
-            p.headers.num_entries = 3;
+            partition_key = std::to_string(std::strlen(Generator::aggregate_type())) + ":" +
+                            Generator::aggregate_type() + ":" + m.aggregate_id;
+            headers[3].value.value.bytes = bytes_of(partition_key);
+            p.headers.num_entries = 4;
             p.headers.entries = headers;
             const int rc = amqp_basic_publish(mq.raw(), kChannel, bytes_of(exchange),
                                               amqp_cstring_bytes(g.routing_key(i)), 1, 0, &p, bytes_of(m.body));
