@@ -12,13 +12,14 @@
 # Then prints what each subscriber applied and checks it (scripts/demo_check.py): every event
 # written applied exactly once by every subscriber, the redeliveries seen and skipped; exits
 # non-zero if not. Installs what it needs (scripts/deps.sh, npm ci in examples/node, a venv under
-# $OUTBOX_RUN_DIR, a Composer project), builds, starts the services, stops what it started.
+# $OUTBOX_RUN_DIR, a Composer project), builds, starts the services (they keep running:
+# scripts/services.sh down), stops the processes it started. Every wait has a time limit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,15p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,16p' "$0"; exit 0; fi
 
 step() { printf '\n=== %s\n' "$*"; }
 die() { echo "demo: $*" >&2; exit 1; }
