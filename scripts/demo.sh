@@ -34,15 +34,17 @@ run=$OUTBOX_RUN_DIR/demo-run   # installs that outlive a run: the Composer proje
 install_node() {
   (cd "$root/examples/node" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null)
 }
-# The Python package into the venv scripts/test_python.sh uses ($OUTBOX_RUN_DIR/venv); reused when
-# it is already installed there from this checkout.
+# The Python package, `pip install ./python`, into the venv scripts/test_python.sh uses
+# ($OUTBOX_RUN_DIR/venv); kept when the installed package is newer than every source it is built from.
 python=$OUTBOX_RUN_DIR/venv/bin/python
 install_python() {
-  local venv=$OUTBOX_RUN_DIR/venv
+  local venv=$OUTBOX_RUN_DIR/venv installed
   [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg>=3.1"
-  if ! (cd / && "$venv/bin/python" -c 'import outbox' 2>/dev/null); then
-    "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-deps "$root/python" \
+  installed=$(cd / && "$venv/bin/python" -c 'import outbox, sys; sys.stdout.write(outbox.__file__)' 2>/dev/null || true)
+  if [[ -z $installed || -n $(find "$root/python" "$root/bindings/python" "$root/core" "$root/capi" -type f \
+        -newer "$installed" -not -path '*/__pycache__/*' -print -quit) ]]; then
+    "$venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps "$root/python" \
       -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
   fi
 }
