@@ -32,7 +32,7 @@ run=$OUTBOX_RUN_DIR/demo-run   # installs that outlive a run: the Composer proje
 # The Node subscribers' packages, as examples/node/README.md installs them: npm ci from the
 # lockfile (amqplib, pg, and outbox = ../../node, whose install script builds the addon).
 install_node() {
-  (cd "$root/examples/node" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null)
+  (cd "$root/examples/node" && timeout 600 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null)
 }
 # The Python package, `pip install ./python`, into the venv scripts/test_python.sh uses
 # ($OUTBOX_RUN_DIR/venv); kept when the installed package is newer than every source it is built from.
@@ -40,11 +40,11 @@ python=$OUTBOX_RUN_DIR/venv/bin/python
 install_python() {
   local venv=$OUTBOX_RUN_DIR/venv installed
   [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg>=3.1"
+  timeout 300 "$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg>=3.1"
   installed=$(cd / && "$venv/bin/python" -c 'import outbox, sys; sys.stdout.write(outbox.__file__)' 2>/dev/null || true)
   if [[ -z $installed || -n $(find "$root/python" "$root/bindings/python" "$root/core" "$root/capi" -type f \
         -newer "$installed" -not -path '*/__pycache__/*' -print -quit) ]]; then
-    "$venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps "$root/python" \
+    timeout 900 "$venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps "$root/python" \
       -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
   fi
 }
@@ -52,6 +52,7 @@ install_python() {
 # this checkout's php/ (a path repository, Packagist off, so offline).
 php_app=$run/php-app
 install_php() {
+  php -r 'exit(extension_loaded("ffi") ? 0 : 1);' || die "php has no FFI extension (scripts/deps.sh installs php-cli)"
   mkdir -p "$php_app"
   cat >"$php_app/composer.json" <<JSON
 {
@@ -62,7 +63,7 @@ install_php() {
 JSON
   rm -f "$php_app/composer.lock"
   COMPOSER_HOME="$run/composer-home" COMPOSER_CACHE_DIR="$run/composer-cache" COMPOSER_DISABLE_NETWORK=1 \
-    composer install --working-dir="$php_app" --no-interaction --no-progress --quiet
+    timeout 300 composer install --working-dir="$php_app" --no-interaction --no-progress --quiet
 }
 
 # --- bounded waits -----------------------------------------------------------------------------
