@@ -30,9 +30,11 @@ run=$OUTBOX_RUN_DIR/demo-run   # installs that outlive a run: the Composer proje
 
 # --- installs, each in one function ------------------------------------------------------------
 # The Node subscribers' packages, as examples/node/README.md installs them: npm ci from the
-# lockfile (amqplib, pg, and outbox = ../../node, whose install script builds the addon).
+# lockfile (amqplib, pg, and outbox = ../../node, whose install script builds the addon). Sets
+# node_path, where the subscribers' require() finds them (NODE_PATH).
 install_node() {
   (cd "$root/examples/node" && timeout 600 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null)
+  node_path=$root/examples/node/node_modules
 }
 # The Python package, `pip install ./python`, into the venv scripts/test_python.sh uses
 # ($OUTBOX_RUN_DIR/venv); kept when the installed package is newer than every source it is built from.
@@ -132,7 +134,7 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$root/examples/c" O="$build"
 step "four subscribers, each with its own durable queue on the fanout exchange"
 node_sub() { # role [args...]: appends to its log
   local role=$1; shift
-  node "$node_dir/amqplib-$role.js" "$@" >>"$logs/$role.log" 2>&1 &
+  NODE_PATH=$node_path node "$node_dir/amqplib-$role.js" "$@" >>"$logs/$role.log" 2>&1 &
   pids+=("$!"); last_pid=$!
 }
 node_sub search-indexer --crash-after-apply; indexer_pid=$last_pid
