@@ -162,15 +162,8 @@ for product in "Widget Pro:cat_electronics" "Gadget Max:cat_home"; do
      "${product%%:*}" "${product#*:}") | tee -a "$logs/writer-php.log"
 done
 grep -q "outbox/outbox" "$php_app/vendor/composer/installed.json" || die "outbox/outbox is not in the Composer project"
-step "Python: the order service, an order row and its OrderCreated event in one psycopg transaction"
-"$python" "$root/examples/python/order_service.py" --count 2 | tee "$logs/writer-python.log"
-step "C: the writer, a product row and its ProductCreated event in one transaction"
-for name in "Doohickey Mini" "Sprocket Plus"; do
-  "$build/writer" "$OUTBOX_PG_URL" "$name" | tee -a "$logs/writer-c.log"
-done
-total=$(q "SELECT count(*) FROM demo.outbox")
 
-step "forced redelivery 1: the search-indexer is killed after applying an event, before its ack"
+step "forced redelivery 1: the search-indexer is killed after applying the first event, before its ack"
 wait_exit "$indexer_pid" 30
 crashed=$(grep -o "killed after the COMMIT of event [0-9a-f-]*" "$logs/search-indexer.log" | awk '{print $NF}' || true)
 [[ $exit_status == 137 ]] || die "the search-indexer was to be killed (exit 137), it exited $exit_status"
@@ -181,6 +174,15 @@ from=$(lines_of "$logs/search-indexer.log")
 node_sub search-indexer
 wait_again "$logs/search-indexer.log" "$from" "$crashed" 30
 tail -n +"$((from + 1))" "$logs/search-indexer.log" | grep -F "$crashed"
+
+step "Python: the order service, an order row and its OrderCreated event in one psycopg transaction"
+"$python" "$root/examples/python/order_service.py" --count 2 | tee "$logs/writer-python.log"
+step "C: the writer, a product row and its ProductCreated event in one transaction"
+for name in "Doohickey Mini" "Sprocket Plus"; do
+  "$build/writer" "$OUTBOX_PG_URL" "$name" | tee -a "$logs/writer-c.log"
+done
+total=$(q "SELECT count(*) FROM demo.outbox")
+echo "$total events committed: PHP, Python and C"
 for sub in "${subscribers[@]}"; do
   wait_sql "SELECT count(*) FROM demo.outbox_inbox WHERE consumer = '$sub'" "$total" 60
 done
