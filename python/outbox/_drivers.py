@@ -230,6 +230,8 @@ _PSYCOPG3, _PSYCOPG2, _SQLALCHEMY = Psycopg3(), Psycopg2(), SqlAlchemy()
 def sync_driver(conn: Any) -> Optional[SyncDriver]:
     """The driver family of a synchronous connection, or None."""
     mod = type(conn).__module__ or ""
+    if hasattr(type(conn), "__aenter__") or mod.startswith("asyncpg"):
+        return None  # an asyncio connection: outbox.write_async
     if mod.startswith("sqlalchemy."):
         return _SQLALCHEMY
     if (mod == "psycopg" or mod.startswith("psycopg.")) and hasattr(conn, "pgconn"):
@@ -239,7 +241,7 @@ def sync_driver(conn: Any) -> Optional[SyncDriver]:
 
         if isinstance(conn, psycopg2.extensions.connection):
             return _PSYCOPG2
-    if hasattr(conn, "pgconn") and hasattr(conn, "info") and not hasattr(type(conn), "__aenter__"):
+    if hasattr(conn, "pgconn") and hasattr(conn, "info"):
         return _PSYCOPG3  # a psycopg 3 connection subclass from elsewhere
     return None
 

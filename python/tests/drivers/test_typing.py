@@ -30,5 +30,5 @@ def test_unknown_operation_fails():
     r = mypy("bad_operation.py")
     assert r.returncode == 1, r.stdout + r.stderr
     out = r.stdout
-    assert out.count('"POSTT"') == 2 and "bad_operation.py:5:" in out and "bad_operation.py:6:" in out, out
+    assert out.count("Literal['POSTT']") == 2 and "bad_operation.py:5:" in out and "bad_operation.py:6:" in out, out
     assert "Literal['POST', 'PUT', 'PATCH', 'DELETE', 'FORCE_DELETE']" in out, out
