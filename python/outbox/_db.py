@@ -721,9 +721,11 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
     driver's way, as your own first statement would have.
 
     Args:
-        conn: a psycopg 3 connection (the pure ``psycopg``, which uses the system libpq), a
-            psycopg2 connection (built from source), or an :class:`outbox.Db`. For any other
-            driver (asyncpg, SQLAlchemy), use :func:`outbox.render_write`.
+        conn: a psycopg 3 or psycopg2 connection (binary wheels included), a SQLAlchemy
+            ``Session`` or ``Connection``, or an :class:`outbox.Db`. The library renders the
+            statement and the driver's cursor runs it (a connection whose libpq is this module's,
+            the pure ``psycopg`` or ``psycopg2`` from source, is lent instead: one native call).
+            For asyncpg and psycopg's ``AsyncConnection``: ``await outbox.write_async(...)``.
         event: an :class:`outbox.Event`, another dataclass or a mapping; or the fields as keywords:
             ``aggregate_type``, ``aggregate_id``, ``operation`` (POST, PUT, PATCH, DELETE,
             FORCE_DELETE), ``payload`` (dict or JSON text), and optionally ``previous_payload``,
@@ -739,7 +741,7 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
         DuplicateEvent: the idempotency key is used already (your transaction stays usable).
         TransactionError: your transaction is aborted: roll it back.
         ConnectionLost, DatabaseError, SchemaError (tables missing: run ``outbox.migrate``).
-        LibpqMismatch: the driver bundles its own libpq (a binary wheel).
+            A driver's own error is mapped by its SQLSTATE as the library maps libpq's.
 
     Example::
 
