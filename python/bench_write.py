@@ -5,7 +5,8 @@ N writes in one transaction of the documents' ProductCreated event (aggregate id
 100, a dict payload serialised by the package), through:
 
   driver outbox.write(conn, ...) on a psycopg[binary] connection: the library's rendered statement
-         through psycopg's own cursor (the general path; "lent" when psycopg is the pure one)
+         through psycopg's own cursor (the general path). With the pure psycopg this path is
+         "lent" (its PGconn lent to the library), and "cursor" measures the driver path on it too
   text   the same with the payload given as JSON text (no json.dumps)
   insert the same event row inserted by a plain psycopg INSERT (json.dumps, a UUID, the columns),
          in the same transaction shape: the driver's own floor
@@ -146,6 +147,17 @@ def main() -> int:
 
             driver = "lent" if psycopg.pq.__impl__ == "python" else "driver"
             paths = {driver: lent, "text": text, "insert": insert, "owned": owned, "floor": floor}
+            if driver == "lent":  # the pure psycopg: the driver path on the same connection too
+                from outbox import _drivers
+
+                def cursor() -> None:
+                    with conn.transaction():
+                        for i in range(n):
+                            _drivers.write(_drivers._PSYCOPG3, conn, event_fields(None, dict(
+                                aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
+                                payload=payloads[i], metadata=METADATA, user=USER)), cfg)
+
+                paths["cursor"] = cursor
             samples: dict = {k: [] for k in paths}
             cpu: dict = {k: [] for k in paths}
             if cref:

@@ -105,6 +105,8 @@ def mapped(exc: BaseException, context: str) -> Error:
     state = sqlstate_of(exc)
     if state is None and _lost(exc):
         status = _CONNECTION
+    elif state is None and type(exc).__name__ == "PendingRollbackError":  # SQLAlchemy: an aborted transaction
+        status = -10
     else:
         status = int(_native.status_for_sqlstate(state))
     e = _cause(exc)

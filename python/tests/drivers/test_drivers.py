@@ -124,6 +124,14 @@ def test_sqlalchemy_session_and_connection(admin, schema, cfg):
             c.commit()
             with pytest.raises(outbox.InvalidEvent):
                 outbox.write(c, config=cfg, **event(payload="not json"))
+        with Session(engine) as session:  # an aborted transaction: TransactionError, as the library says
+            with pytest.raises(sa.exc.DBAPIError):
+                session.execute(sa.text("SELECT 1/0"))
+            with pytest.raises(outbox.TransactionError):
+                outbox.write(session, config=cfg, **event())
+            session.rollback()
+            assert outbox.write(session, config=cfg, **event(aggregate_id="after")).seq == 1
+            session.commit()
         assert row(admin, schema, w.id) == ("ProductCreated", 1, "sa")
     finally:
         engine.dispose()
