@@ -79,7 +79,7 @@ class _PsycopgAsync(_AsyncDriver):
 
     async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         cur = await conn.execute(sql, params)
-        return await cur.fetchone() if cur.description is not None else None  # type: ignore[no-any-return]
+        return await cur.fetchone() if cur.description is not None else None
 
     async def begin(self, conn: Any) -> None:
         if conn.autocommit and int(conn.info.transaction_status) == d.IDLE:

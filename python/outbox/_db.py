@@ -581,6 +581,10 @@ def _dedupe_key(consumer: Any, event: Any, seq: Optional[int], aggregate_type: O
     from ._consumer import Consumer, Message
 
     name = consumer.name if isinstance(consumer, Consumer) else str(consumer)
+    eid: Any
+    at: Optional[str]
+    ai: Any
+    s: int
     if isinstance(event, Message):
         eid, at, ai, s = event.id, event.aggregate_type, event.aggregate_id, event.seq
     elif isinstance(event, dict):  # an envelope decoded by another AMQP client

@@ -63,7 +63,7 @@ def profile(config: ConfigLike, placeholders: str) -> Profile:
     p = c._derived.get(placeholders)
     if p is None:
         p = c._derived[placeholders] = Profile(c, placeholders)
-    return p  # type: ignore[no-any-return]
+    return p
 
 
 # --------------------------------------------------------------------------- errors
@@ -160,7 +160,7 @@ class Psycopg3(SyncDriver):
 
     def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         cur = conn.execute(sql, params)
-        return cur.fetchone() if cur.description is not None else None  # type: ignore[no-any-return]
+        return cur.fetchone() if cur.description is not None else None
 
     def begin(self, conn: Any) -> None:
         if conn.autocommit and int(conn.info.transaction_status) == IDLE:
@@ -185,7 +185,7 @@ class Psycopg2(SyncDriver):
     def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         with conn.cursor() as cur:
             cur.execute(sql, params)
-            return cur.fetchone() if cur.description is not None else None  # type: ignore[no-any-return]
+            return cur.fetchone() if cur.description is not None else None
 
     def begin(self, conn: Any) -> None:
         if conn.autocommit:
