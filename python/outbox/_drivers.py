@@ -225,6 +225,19 @@ class SqlAlchemy(SyncDriver):
         res = conn.execute(text(sql), params or {})
         return tuple(res.one()) if res.returns_rows else None
 
+    def begin(self, conn: Any) -> None:
+        """SQLAlchemy begins at the first statement (autobegin)."""
+
+    def commit(self, conn: Any) -> None:
+        conn.commit()
+
+    def rollback(self, conn: Any) -> None:
+        conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        c = conn.connection() if callable(getattr(conn, "connection", None)) else conn  # Session -> Connection
+        return bool(getattr(c, "invalidated", False) or getattr(c, "closed", False))
+
 
 _PSYCOPG3, _PSYCOPG2, _SQLALCHEMY = Psycopg3(), Psycopg2(), SqlAlchemy()
 

@@ -253,16 +253,27 @@ def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg
     assert {o for n, o in seen if n in (0, 1)} == {outbox.Order.IN_ORDER}
 
 
-def test_sync_consumer_on_a_binary_psycopg_connection(admin, schema, cfg, consumer_name):
+@pytest.mark.parametrize("driver", ["psycopg", "sqlalchemy"])
+def test_sync_consumer_on_a_binary_psycopg_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 4)
     failed = set()
 
-    def handle(msg: outbox.Message, conn: psycopg.Connection) -> None:
-        conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (msg.id, msg.payload["n"]))
+    def handle(msg: outbox.Message, conn) -> None:
+        if driver == "psycopg":
+            conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (msg.id, msg.payload["n"]))
+        else:
+            conn.execute(sa.text(f'INSERT INTO "{schema}".effects VALUES (CAST(:i AS uuid), :n)'),
+                         {"i": msg.id, "n": msg.payload["n"]})
         if msg.payload["n"] == 1 and msg.id not in failed:
             failed.add(msg.id)
             raise RuntimeError("transient")
 
-    with consumer, psycopg.connect(PG_URL) as conn:
-        assert consumer.run(handle, conn, limit=4, idle_timeout=10) == 4
+    engine = sa.create_engine(SA_URL)
+    try:
+        with consumer, (psycopg.connect(PG_URL) if driver == "psycopg" else Session(engine)) as conn:
+            assert consumer.run(handle, conn, limit=4, idle_timeout=10) == 4
+            assert not outbox.dedupe(conn, consumer, ids[0], config=cfg).first_time
+    finally:
+        engine.dispose()
     assert [r[1] for r in _effects(admin, schema)] == [0, 1, 2, 3] and len(failed) == 1
+    assert admin.execute(f'SELECT count(*) FROM "{schema}".outbox_inbox').fetchone()[0] == 4
