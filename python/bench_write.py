@@ -10,6 +10,8 @@ N writes in one transaction of the documents' ProductCreated event (aggregate id
   text   the same with the payload given as JSON text (no json.dumps)
   insert the same event row inserted by a plain psycopg INSERT (json.dumps, a UUID, the columns),
          in the same transaction shape: the driver's own floor
+  statement  the library's rendered statement (outbox.render_write) run by psycopg, no savepoint
+         logic: what the statement itself (the event row and its aggregate's counter) costs
   owned  db.write(...) on an outbox.Db the library opened (outbox_db_open): the native call that
          lending a PGconn (pure psycopg) makes
   floor  the native call alone (pre-serialised fields, no Python layer): what the binding costs
@@ -91,6 +93,7 @@ def main() -> int:
     n, repeat = args.writes, args.repeat
     schema = f"py_bench_{uuid.uuid4().hex[:8]}"
     cfg = outbox.Config({"outbox.schema": schema, "event.type_map": "PRD=Product"})
+    fmt = outbox.Config({"outbox.schema": schema, "event.type_map": "PRD=Product", "render.placeholders": "format"})
     payloads = [payload(i) for i in range(n)]
     texts = [json.dumps(p, separators=(",", ":")) for p in payloads]
 
@@ -115,6 +118,13 @@ def main() -> int:
                         conn.execute(insert_sql, ("PRD", str(i % 100), base + i, uuid.uuid4(), "ProductCreated", "POST",
                                                   json.dumps(payloads[i], separators=(",", ":")),
                                                   json.dumps(METADATA, separators=(",", ":")), USER))
+
+            def statement() -> None:
+                with conn.transaction():
+                    for i in range(n):
+                        st = outbox.render_write(config=fmt, aggregate_type="PRD", aggregate_id=str(i % 100),
+                                                 operation="POST", payload=payloads[i], metadata=METADATA, user=USER)
+                        conn.execute(st.sql, st.params)
 
             def lent() -> None:
                 with conn.transaction():
@@ -146,7 +156,8 @@ def main() -> int:
                 native.exec("COMMIT")
 
             driver = "lent" if psycopg.pq.__impl__ == "python" else "driver"
-            paths = {driver: lent, "text": text, "insert": insert, "owned": owned, "floor": floor}
+            paths = {driver: lent, "text": text, "insert": insert, "statement": statement, "owned": owned,
+                     "floor": floor}
             if driver == "lent":  # the pure psycopg: the driver path on the same connection too
                 from outbox import _drivers
 
@@ -177,11 +188,11 @@ def main() -> int:
                     cpu[name].append((time.process_time() - c0) * 1e6 / n)
             c_med = statistics.median(samples["c"]) if cref else None
             if cref:
-                print(f"  {'c':<7} {c_med:8.2f} us/write wall (median of {repeat}, best {min(samples['c']):.2f})")
+                print(f"  {'c':<9} {c_med:8.2f} us/write wall (median of {repeat}, best {min(samples['c']):.2f})")
             for name in paths:
                 med, best, cmed = statistics.median(samples[name]), min(samples[name]), statistics.median(cpu[name])
                 vs = f", {med / c_med:.2f} x C" if c_med else ""
-                print(f"  {name:<7} {med:8.2f} us/write wall (median of {repeat}, best {best:.2f}{vs});"
+                print(f"  {name:<9} {med:8.2f} us/write wall (median of {repeat}, best {best:.2f}{vs});"
                       f" client CPU {cmed:6.2f} us/write", flush=True)
                 results[name] = {"median_us": med, "best_us": best, "cpu_us": cmed}
         print(f"  {driver} / insert: {results[driver]['median_us'] / results['insert']['median_us']:.2f} x "
