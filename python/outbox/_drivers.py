@@ -11,7 +11,7 @@ Nothing here decides what the library decides: this module only runs statements 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
@@ -367,6 +367,3 @@ def dedupe(drv: SyncDriver, conn: Any, config: ConfigLike,
     except Exception as exc:
         raise mapped(exc, "outbox dedupe") from exc
     return dedupe_row(prof, row, key)
-
-
-Registry = Dict[type, Optional[SyncDriver]]
