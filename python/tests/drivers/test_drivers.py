@@ -106,8 +106,10 @@ def test_db_wrap_on_a_binary_connection(admin, schema, cfg):
             assert r.first_time
             assert not outbox.dedupe(conn, "c1", w.id, config=cfg).first_time
         assert row(admin, schema, w.id)[1] == 1
-        with pytest.raises(outbox.InvalidArgument):
+        with pytest.raises(outbox.InvalidArgument, match="outbox.Db of its own"):
             db.execute("SELECT 1")
+        with pytest.raises(outbox.InvalidArgument, match="outbox.Db of its own"):
+            outbox.migrate(conn, config=cfg)  # migrate(url) works with any driver
 
 
 def test_sqlalchemy_session_and_connection(admin, schema, cfg):
@@ -273,14 +275,17 @@ def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg
     assert outbox.Order.UNCHECKED not in {o for _, o in seen}
 
 
-@pytest.mark.parametrize("driver", ["psycopg", "sqlalchemy"])
-def test_sync_consumer_on_a_binary_psycopg_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
+@pytest.mark.parametrize("driver", ["psycopg", "psycopg2", "sqlalchemy"])
+def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 4)
     failed = set()
 
     def handle(msg: outbox.Message, conn) -> None:
         if driver == "psycopg":
             conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (msg.id, msg.payload["n"]))
+        elif driver == "psycopg2":
+            with conn.cursor() as cur:
+                cur.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (msg.id, msg.payload["n"]))
         else:
             conn.execute(sa.text(f'INSERT INTO "{schema}".effects VALUES (CAST(:i AS uuid), :n)'),
                          {"i": msg.id, "n": msg.payload["n"]})
@@ -290,9 +295,12 @@ def test_sync_consumer_on_a_binary_psycopg_connection_or_a_session(admin, schema
 
     engine = sa.create_engine(SA_URL)
     try:
-        with consumer, (psycopg.connect(PG_URL) if driver == "psycopg" else Session(engine)) as conn:
+        conn = {"psycopg": lambda: psycopg.connect(PG_URL), "psycopg2": lambda: psycopg2.connect(PG_URL),
+                "sqlalchemy": lambda: Session(engine)}[driver]()
+        with consumer:
             assert consumer.run(handle, conn, limit=4, idle_timeout=10) == 4
             assert not outbox.dedupe(conn, consumer, ids[0], config=cfg).first_time
+        conn.close()
     finally:
         engine.dispose()
     assert [r[1] for r in _effects(admin, schema)] == [0, 1, 2, 3] and len(failed) == 1
