@@ -61,6 +61,15 @@ def main():
                 problems.append(f"{sec}: figure {f['name']} has verdict {f.get('verdict')!r}")
             if "ratio" in f and not (isinstance(f["ratio"], (int, float)) and math.isfinite(f["ratio"])):
                 problems.append(f"{sec}: figure {f['name']} has ratio {f['ratio']!r}")
+    # The Python per-write rows: outbox.write on psycopg[binary] against a plain INSERT (the target) and C.
+    bound = [f["name"] for f in figures if f["section"] == "7 bindings"]
+    for want in ("Python: outbox.write(conn, ...) on a psycopg[binary]", "Python: a plain psycopg INSERT",
+                 "Python: db.write(...) on an outbox.Db"):
+        if not any(n.startswith(want) for n in bound):
+            problems.append(f"7 bindings: no figure {want}...")
+    if not any(f["section"] == "7 bindings" and f["name"].startswith("Python: outbox.write") and
+               "INSERT" in f.get("baseline", "") and f.get("target") for f in figures):
+        problems.append("7 bindings: no Python figure against the plain psycopg INSERT with its target")
     for name in SERIES:
         if not r.get("series", {}).get(name):
             problems.append(f"no series {name}")

@@ -4,15 +4,22 @@
 N writes in one transaction of the documents' ProductCreated event (aggregate ids cycling over
 100, a dict payload serialised by the package), through:
 
-  lent   outbox.write(conn, ...) on a psycopg 3 connection (its PGconn lent to the library)
+  driver outbox.write(conn, ...) on a psycopg[binary] connection: the library's rendered statement
+         through psycopg's own cursor (the general path). With the pure psycopg this path is
+         "lent" (its PGconn lent to the library), and "cursor" measures the driver path on it too
   text   the same with the payload given as JSON text (no json.dumps)
-  owned  db.write(...) on an outbox.Db the library opened (outbox_db_open)
+  insert the same event row inserted by a plain psycopg INSERT (json.dumps, a UUID, the columns),
+         in the same transaction shape: the driver's own floor
+  statement  the library's rendered statement (outbox.render_write) run by psycopg, no savepoint
+         logic: what the statement itself (the event row and its aggregate's counter) costs
+  owned  db.write(...) on an outbox.Db the library opened (outbox_db_open): the native call that
+         lending a PGconn (pure psycopg) makes
   floor  the native call alone (pre-serialised fields, no Python layer): what the binding costs
   c      with --c-bin: the C reference (bench/write_c.c: outbox_event_new, 6 x outbox_event_set,
          outbox_write, outbox_event_free per event on an owned connection, BEGIN/COMMIT around
          N), a child process whose rounds interleave with Python's: same load, same server.
 
-The target is Python (lent) <= 1.2 x C. Wall time includes the server's work and every round trip;
+The targets: Python (driver) <= 1.2 x the plain INSERT, and reported against C. Wall time includes the server's work and every round trip;
 the client CPU time (this process) isolates what the Python layer adds.
 
     python/bench_write.py [--writes N] [--repeat R] [--c-bin PATH] [--json FILE]
@@ -86,6 +93,7 @@ def main() -> int:
     n, repeat = args.writes, args.repeat
     schema = f"py_bench_{uuid.uuid4().hex[:8]}"
     cfg = outbox.Config({"outbox.schema": schema, "event.type_map": "PRD=Product"})
+    fmt = outbox.Config({"outbox.schema": schema, "event.type_map": "PRD=Product", "render.placeholders": "format"})
     payloads = [payload(i) for i in range(n)]
     texts = [json.dumps(p, separators=(",", ":")) for p in payloads]
 
@@ -96,6 +104,27 @@ def main() -> int:
     cref = CReference(args.c_bin, f"{schema}_c", url) if args.c_bin else None
     try:
         with psycopg.connect(url) as conn, outbox.Db(url, config=cfg) as db:
+
+            table = f'"{schema}"."outbox"'
+            insert_sql = (f"INSERT INTO {table} (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, "
+                          "payload, metadata, actor, created_at, next_attempt_at) "
+                          "VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, now(), now())")
+            seqs = [0]
+
+            def insert() -> None:
+                with conn.transaction():
+                    base = seqs[0] = seqs[0] + n
+                    for i in range(n):
+                        conn.execute(insert_sql, ("PRD", str(i % 100), base + i, uuid.uuid4(), "ProductCreated", "POST",
+                                                  json.dumps(payloads[i], separators=(",", ":")),
+                                                  json.dumps(METADATA, separators=(",", ":")), USER))
+
+            def statement() -> None:
+                with conn.transaction():
+                    for i in range(n):
+                        st = outbox.render_write(config=fmt, aggregate_type="PRD", aggregate_id=str(i % 100),
+                                                 operation="POST", payload=payloads[i], metadata=METADATA, user=USER)
+                        conn.execute(st.sql, st.params)
 
             def lent() -> None:
                 with conn.transaction():
@@ -126,7 +155,20 @@ def main() -> int:
                     native.write(fields[i], None)
                 native.exec("COMMIT")
 
-            paths = {"lent": lent, "text": text, "owned": owned, "floor": floor}
+            driver = "lent" if psycopg.pq.__impl__ == "python" else "driver"
+            paths = {driver: lent, "text": text, "insert": insert, "statement": statement, "owned": owned,
+                     "floor": floor}
+            if driver == "lent":  # the pure psycopg: the driver path on the same connection too
+                from outbox import _drivers
+
+                def cursor() -> None:
+                    with conn.transaction():
+                        for i in range(n):
+                            _drivers.write(_drivers._PSYCOPG3, conn, event_fields(None, dict(
+                                aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
+                                payload=payloads[i], metadata=METADATA, user=USER)), cfg)
+
+                paths["cursor"] = cursor
             samples: dict = {k: [] for k in paths}
             cpu: dict = {k: [] for k in paths}
             if cref:
@@ -146,21 +188,24 @@ def main() -> int:
                     cpu[name].append((time.process_time() - c0) * 1e6 / n)
             c_med = statistics.median(samples["c"]) if cref else None
             if cref:
-                print(f"  {'c':<7} {c_med:8.2f} us/write wall (median of {repeat}, best {min(samples['c']):.2f})")
+                print(f"  {'c':<9} {c_med:8.2f} us/write wall (median of {repeat}, best {min(samples['c']):.2f})")
             for name in paths:
                 med, best, cmed = statistics.median(samples[name]), min(samples[name]), statistics.median(cpu[name])
                 vs = f", {med / c_med:.2f} x C" if c_med else ""
-                print(f"  {name:<7} {med:8.2f} us/write wall (median of {repeat}, best {best:.2f}{vs});"
+                print(f"  {name:<9} {med:8.2f} us/write wall (median of {repeat}, best {best:.2f}{vs});"
                       f" client CPU {cmed:6.2f} us/write", flush=True)
                 results[name] = {"median_us": med, "best_us": best, "cpu_us": cmed}
+        print(f"  {driver} / insert: {results[driver]['median_us'] / results['insert']['median_us']:.2f} x "
+              f"(psycopg {psycopg.__version__}, impl {psycopg.pq.__impl__}); target <= 1.2 x")
         print(f"  Python layer over the native call (client CPU): "
-              f"{results['lent']['cpu_us'] - results['floor']['cpu_us']:+.2f} us/write (lent), "
+              f"{results[driver]['cpu_us'] - results['floor']['cpu_us']:+.2f} us/write ({driver}), "
               f"{results['owned']['cpu_us'] - results['floor']['cpu_us']:+.2f} us/write (owned)")
         if args.json:
             per = {k: round(v["median_us"], 2) for k, v in results.items()}
             if c_med:
                 per["c"] = round(c_med, 2)
             out = {"python": sys.version.split()[0], "writes_per_transaction": n, "rounds": repeat,
+                   "psycopg_impl": psycopg.pq.__impl__,
                    "us_per_write": per, "paths": results,
                    "all_rounds": {k: [round(x, 2) for x in v] for k, v in samples.items()}}
             with open(args.json, "w") as f:

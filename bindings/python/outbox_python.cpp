@@ -391,6 +391,46 @@ py::tuple render_dedupe(const Config *cfg, const std::string &consumer, const st
     return statement_tuple(st);
 }
 
+// The library's classification of a PostgreSQL error (outbox_status_for_sqlstate), for errors a
+// driver's own cursor raised running a rendered statement; None or a malformed code: DATABASE.
+int status_for_sqlstate(const py::object &sqlstate) {
+    if (sqlstate.is_none()) {
+        return outbox_status_for_sqlstate(nullptr);
+    }
+    const std::string s = cstr(sqlstate, "sqlstate");
+    return outbox_status_for_sqlstate(s.c_str());
+}
+
+// The name of the outbox's unique index on idempotency_key (outbox_idempotency_index): a unique
+// violation naming it is a reused idempotency key.
+std::string idempotency_index(const Config *cfg) {
+    char *out = nullptr;
+    check(failure(outbox_idempotency_index(&out, cfg_of(cfg))));
+    std::string name(out);
+    outbox_string_free(out);
+    return name;
+}
+
+// What a rendered dedupe statement's row means (outbox_dedupe_interpret): (first_time, order,
+// previous_seq), as Db.dedupe reports them. previous_seq None: SQL NULL.
+py::tuple dedupe_interpret(const Config *cfg, const py::object &aggregate_type, const py::object &aggregate_id,
+                           int64_t seq, bool first_time, const py::object &previous_seq) {
+    std::optional<std::string> at;
+    std::optional<std::string> ai;
+    if (!aggregate_type.is_none()) {
+        at = cstr(aggregate_type, "aggregate_type");
+    }
+    if (!aggregate_id.is_none()) {
+        ai = cstr(aggregate_id, "aggregate_id");
+    }
+    const int64_t prev = previous_seq.is_none() ? -1 : previous_seq.cast<int64_t>();
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    check(failure(outbox_dedupe_interpret(&r, cfg_of(cfg), at ? at->c_str() : nullptr, ai ? ai->c_str() : nullptr, seq,
+                                          first_time ? 1 : 0, prev)));
+    return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
+}
+
 // ----------------------------------------------------------------------------- Relay
 
 py::tuple stats_tuple(const outbox_relay_stats &s) {
@@ -831,6 +871,10 @@ PYBIND11_MODULE(_native, m) {
     m.def("render_write", &render_write, "config"_a, "fields"_a);
     m.def("render_dedupe", &render_dedupe, "config"_a, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a,
           "seq"_a);
+    m.def("status_for_sqlstate", &status_for_sqlstate, "sqlstate"_a);
+    m.def("idempotency_index", &idempotency_index, "config"_a = nullptr);
+    m.def("dedupe_interpret", &dedupe_interpret, "config"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a,
+          "first_time"_a, "previous_seq"_a);
 
     py::class_<Relay>(m, "Relay")
         .def(py::init<const Config &, py::object>(), "config"_a, "log"_a = py::none())

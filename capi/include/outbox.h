@@ -475,6 +475,20 @@ OUTBOX_API outbox_status outbox_render_dedupe(outbox_statement **out, const outb
                                               const char *event_id, const char *aggregate_type,
                                               const char *aggregate_id, int64_t seq);
 /**
+ * What the row of a rendered dedupe statement (outbox_render_dedupe(), run by the caller's own
+ * driver) means, as outbox_consumer_dedupe() reports it: the order check's verdict from the row's
+ * first_time and previous_seq and the event's aggregate and sequence.
+ * @param[out] out set its size first (outbox_dedupe_result_init()).
+ * @param cfg inbox.order_check; NULL for the defaults.
+ * @param aggregate_type, aggregate_id, seq as passed to outbox_render_dedupe().
+ * @param first_time the row's first_time (non-zero: true).
+ * @param previous_seq the row's previous_seq; a negative value for NULL.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (out NULL or without its size).
+ */
+OUTBOX_API outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_config *cfg,
+                                                 const char *aggregate_type, const char *aggregate_id, int64_t seq,
+                                                 int first_time, int64_t previous_seq);
+/**
  * Deletes inbox rows processed more than `older_than_s` seconds ago, in batches of `batch`
  * rows (short statements, no long locks). An age below inbox.retention_s is refused
  * (OUTBOX_ERR_INVALID_ARGUMENT), so nothing a redelivery could still need is deleted.

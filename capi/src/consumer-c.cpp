@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 using outbox::capi::guard;
 
@@ -71,6 +72,24 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
         *out = new outbox_statement{
             outbox::store::with_placeholders(outbox::store::Statement{std::move(st.sql), std::move(st.params), {}},
                                              c.placeholders)};
+    });
+}
+
+outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_config *cfg, const char *aggregate_type,
+                                      const char *aggregate_id, int64_t seq, int first_time, int64_t previous_seq) {
+    OUTBOX_REQUIRE(out);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        static const outbox::Config defaults;
+        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
+        std::optional<int64_t> previous;
+        if (previous_seq >= 0) {
+            previous = previous_seq;
+        }
+        fill(out, outbox::inbox::interpret(make_key("", "", aggregate_type, aggregate_id, seq), first_time != 0,
+                                           previous, c.inbox_order_check));
     });
 }
 

@@ -189,6 +189,10 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
                                               const char *event_id, const char *aggregate_type,
                                               const char *aggregate_id, int64_t seq);
 
+outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_config *cfg,
+                                                 const char *aggregate_type, const char *aggregate_id, int64_t seq,
+                                                 int first_time, int64_t previous_seq);
+
 outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
 
 typedef struct outbox_consumer outbox_consumer;

@@ -22,8 +22,8 @@ their own transaction::
         consumer.run(handle, conn)
 
 One C++ implementation (liboutbox, through its C API) does the work for C, PHP, Python and Node.
-Drivers: psycopg 3 (pure ``psycopg``, system libpq) and psycopg2 (built from source) lend their
-connection; for others (asyncpg, SQLAlchemy) run :func:`render_write`'s statement yourself.
+Drivers: any psycopg 3 or psycopg2 connection (binary wheels included), a SQLAlchemy ``Session``
+or ``Connection``; ``await write_async(...)`` on asyncpg and psycopg's ``AsyncConnection``.
 """
 
 from __future__ import annotations
@@ -67,7 +67,17 @@ from ._errors import (  # noqa: E402
     TransactionError,
     UnknownKey,
 )
-from ._events import Event, Operation, Statement, Written, render_dedupe, render_write  # noqa: E402
+from ._events import (  # noqa: E402
+    Event,
+    EventFields,
+    Operation,
+    OperationName,
+    Statement,
+    Written,
+    render_dedupe,
+    render_write,
+)
+from ._aio import AsyncHandler, consume_async, dedupe_async, write_async  # noqa: E402
 from ._relay import Relay, RelayStats  # noqa: E402
 
 __version__ = "0.1.0"
@@ -89,8 +99,11 @@ __all__ = [
     "libpq_version",
     # writing
     "write",
+    "write_async",
     "Event",
+    "EventFields",
     "Operation",
+    "OperationName",
     "Written",
     "render_write",
     "Statement",
@@ -109,6 +122,9 @@ __all__ = [
     "Message",
     "Handler",
     "dedupe",
+    "dedupe_async",
+    "consume_async",
+    "AsyncHandler",
     "render_dedupe",
     "DedupeResult",
     "Order",

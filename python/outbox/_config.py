@@ -36,7 +36,7 @@ class Config(MutableMapping[str, str]):
     (the defaults); handles copy the configuration when they are made.
     """
 
-    __slots__ = ("_values", "_native", "_env")
+    __slots__ = ("_values", "_native", "_env", "_derived")
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
         if _:
@@ -44,6 +44,8 @@ class Config(MutableMapping[str, str]):
         self._values: Dict[str, str] = {}
         self._native = _native.Config()
         self._env = False
+        #: What the driver paths derive from this configuration (outbox._drivers), dropped on a change.
+        self._derived: Dict[str, Any] = {}
         if options:
             for k, v in options.items():
                 self[k] = v
@@ -52,6 +54,7 @@ class Config(MutableMapping[str, str]):
         text = _text(key, value)
         self._native.set(key, text)
         self._values[key] = text
+        self._derived.clear()
 
     def __getitem__(self, key: str) -> str:
         return str(self._native.get(key))
@@ -67,6 +70,7 @@ class Config(MutableMapping[str, str]):
         if self._env:
             native.from_env(False)
         self._native = native
+        self._derived.clear()
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
@@ -94,6 +98,7 @@ class Config(MutableMapping[str, str]):
         library's rule, outbox_config_from_env); later copies do the same."""
         self._native.from_env(False)
         self._env = True
+        self._derived.clear()
 
     @property
     def native(self) -> "_native.Config":

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, with_urls
-from ._db import Db, DedupeResult, Order, _dedupe_on
+from ._db import Db, DedupeResult, Order, _dedupe_on, _DriverDb
 from ._errors import ConnectionLost, InvalidArgument, Stopped
 from ._relay import LoggerLike, _on_main_thread, log_sink
 
@@ -384,40 +384,41 @@ class Consumer:
 
     def _process(self, handler: Handler, conn: Any, db: Db, msg: Message) -> bool:
         """One message: BEGIN, dedupe, handler, COMMIT, then settle. True when the handler ran and committed."""
-        driver = db._driver
-        h = db._handle()
+        begin, commit, rollback, sdb, lost = _tx_ops(db)
         try:
-            driver.begin(h)
+            begin()
             res = _dedupe_on(db, self, msg)
             msg.dedupe = res
             if not res.first_time:
-                driver.commit(h)
+                commit()
         except BaseException as exc:
             # Not the handler's fault: nothing committed, the message goes back to the queue uncounted.
-            _settle_quietly(lambda: driver.rollback(h))
-            _settle_quietly(lambda: self._settle_as(msg, db, _NOT_PROCESSED, _reason(exc)))
+            _settle_quietly(rollback)
+            _settle_quietly(lambda: self._settle_as(msg, sdb, _NOT_PROCESSED, _reason(exc)))
             raise
         if not res.first_time:
-            self._settle_as(msg, db, _DUPLICATE)
+            self._settle_as(msg, sdb, _DUPLICATE)
             return False
         try:
             handler(msg, conn)
-            driver.commit(h)
+            commit()
         except Exception as exc:
-            _settle_quietly(lambda: driver.rollback(h))  # never reopens a lost connection: settle sees it lost
+            _settle_quietly(rollback)  # never reopens a lost connection: settle sees it lost
             if msg._settled is not None:
                 return False  # the handler settled it itself
-            _, lost, _ = self._settle_as(msg, db, _HANDLER_FAILED, _reason(exc))
-            if lost:
+            # A driver's own connection: the loop judges a lost database itself (outbox_consumer_settle).
+            outcome = _NOT_PROCESSED if sdb is None and lost() else _HANDLER_FAILED
+            _, was_lost, _ = self._settle_as(msg, sdb, outcome, _reason(exc))
+            if was_lost or outcome == _NOT_PROCESSED:
                 raise ConnectionLost(f"PostgreSQL connection lost in the handler: {_reason(exc)}") from exc
             return False
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: roll back, give the message back
-            _settle_quietly(lambda: driver.rollback(h))
+            _settle_quietly(rollback)
             if msg._settled is None:
-                _settle_quietly(lambda: self._settle_as(msg, db, _NOT_PROCESSED, _reason(exc)))
+                _settle_quietly(lambda: self._settle_as(msg, sdb, _NOT_PROCESSED, _reason(exc)))
             raise
         if msg._settled is None:  # (a handler that settled the message itself keeps its choice)
-            self._settle_as(msg, db, _HANDLED)  # only after the commit; a redelivery after a lost ack is deduplicated
+            self._settle_as(msg, sdb, _HANDLED)  # only after the commit; a redelivery after a lost ack is deduplicated
         return True
 
     def run(
@@ -501,6 +502,14 @@ class Consumer:
                 exc = again
                 failures += 1
 
+    async def run_async(self, handler: Callable[["Message", Any], Any], conn: Any, *, limit: Optional[int] = None,
+                        idle_timeout: Optional[float] = None) -> int:
+        """:meth:`run` for asyncio, on an asyncpg connection or a psycopg ``AsyncConnection``:
+        ``await handler(message, conn)`` per event; see :func:`outbox.consume_async`."""
+        from ._aio import consume_async
+
+        return await consume_async(self, handler, conn, limit=limit, idle_timeout=idle_timeout)
+
     def run_native(self, handler: Callable[[Message, Db], Any], db: Optional[Db] = None) -> None:
         """Runs the C library's own loop (``outbox_consumer_run``) until :meth:`stop` or Ctrl-C.
 
@@ -528,6 +537,15 @@ class Consumer:
                 tx._native = None
 
         self._handle().run_native(trampoline, db._handle() if db is not None else None, _on_main_thread())
+
+
+def _tx_ops(db: Db) -> Tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any], Optional[Db], Callable[[], bool]]:
+    """begin, commit, rollback, the Db to settle with (None: a driver's own connection) and a
+    lost-connection check, for the run loop's transaction on `db`."""
+    if isinstance(db, _DriverDb):
+        return db.begin, db.commit, db.rollback, None, db.lost
+    driver, h = db._driver, db._handle()
+    return (lambda: driver.begin(h)), (lambda: driver.commit(h)), (lambda: driver.rollback(h)), db, lambda: False
 
 
 def _reason(exc: BaseException) -> str:

@@ -13,12 +13,16 @@ import json
 import sys
 import threading
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
 from ._errors import ArgumentTypeError, ConnectionLost, InvalidArgument, LibpqMismatch
-from ._events import Written, event_fields
+from . import _drivers
+from ._events import EventFields, Written, event_fields
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "Db",
@@ -71,7 +75,6 @@ _MIGRATE_TARGETS = {"all": 0, "outbox": 1, "inbox": 2}
 
 # --------------------------------------------------------------------------- libpq identity
 
-_libpq_checked: Dict[str, None] = {}
 _libpq_lock = threading.Lock()
 
 
@@ -92,40 +95,53 @@ def _refuse(driver: str, theirs: int, detail: str) -> None:
     )
 
 
+def _psycopg3_libpq() -> Tuple[int, str]:
+    import psycopg.pq  # the driver is imported already: we were given one of its connections
+
+    impl = getattr(psycopg.pq, "__impl__", "?")
+    if impl == "python":
+        from psycopg.pq import _pq_ctypes
+
+        return ctypes.cast(_pq_ctypes.pq.PQlibVersion, ctypes.c_void_p).value or 0, impl  # type: ignore[attr-defined]
+    mod = sys.modules.get("psycopg_binary.pq" if impl == "binary" else "psycopg_c.pq")
+    path = getattr(mod, "__file__", None)
+    return (int(_native.libpq_address_in(path)) if path else 0), impl
+
+
+def _psycopg2_libpq() -> int:
+    import psycopg2._psycopg as ext
+
+    return int(_native.libpq_address_in(ext.__file__))
+
+
+def lendable(driver: str) -> bool:
+    """True when the driver's connections may be lent: it uses this module's libpq (the pure
+    psycopg, psycopg2 built from source); binary wheels bundle their own."""
+    known = _lendable.get(driver)
+    if known is None:
+        with _libpq_lock:
+            theirs = _psycopg3_libpq()[0] if driver == "psycopg" else _psycopg2_libpq()
+            known = _lendable[driver] = theirs != 0 and theirs == _our_libpq()[0]
+    return known
+
+
+_lendable: Dict[str, bool] = {}
+
+
 def _check_psycopg3() -> None:
-    if "psycopg" in _libpq_checked:
-        return
-    with _libpq_lock:
-        import psycopg.pq  # the driver is imported already: we were given one of its connections
+    if not lendable("psycopg"):
+        import psycopg.pq
 
-        impl = getattr(psycopg.pq, "__impl__", "?")
-        ours, _ = _our_libpq()
-        if impl == "python":
-            from psycopg.pq import _pq_ctypes
-
-            theirs = ctypes.cast(_pq_ctypes.pq.PQlibVersion, ctypes.c_void_p).value or 0  # type: ignore[attr-defined]
-        else:
-            mod = sys.modules.get("psycopg_binary.pq" if impl == "binary" else "psycopg_c.pq")
-            path = getattr(mod, "__file__", None)
-            theirs = int(_native.libpq_address_in(path)) if path else 0
-        if theirs != ours:
-            _refuse("psycopg", theirs, f"psycopg.pq.__impl__ = {impl!r}, libpq {psycopg.pq.version()} "
-                    f"vs ours {_native.libpq_version()}")
-        _libpq_checked["psycopg"] = None
+        theirs, impl = _psycopg3_libpq()
+        _refuse("psycopg", theirs, f"psycopg.pq.__impl__ = {impl!r}, libpq {psycopg.pq.version()} "
+                f"vs ours {_native.libpq_version()}")
 
 
 def _check_psycopg2() -> None:
-    if "psycopg2" in _libpq_checked:
-        return
-    with _libpq_lock:
-        import psycopg2._psycopg as ext
+    if not lendable("psycopg2"):
         import psycopg2.extensions
 
-        ours, _ = _our_libpq()
-        theirs = int(_native.libpq_address_in(ext.__file__))
-        if theirs != ours:
-            _refuse("psycopg2", theirs, f"libpq {psycopg2.extensions.libpq_version()} vs ours {_native.libpq_version()}")
-        _libpq_checked["psycopg2"] = None
+        _refuse("psycopg2", _psycopg2_libpq(), f"libpq {psycopg2.extensions.libpq_version()} vs ours {_native.libpq_version()}")
 
 
 # --------------------------------------------------------------------------- drivers
@@ -274,10 +290,8 @@ def _refuse_async(conn: Any) -> None:
     outbox's calls block, so lending it would deadlock or race the loop. Say what works."""
     name = f"{type(conn).__module__}.{type(conn).__name__}"
     raise ArgumentTypeError(
-        f"cannot lend an asyncio connection ({name}) to outbox's blocking calls: in async code render "
-        "the statement and await it with your driver, e.g. st = outbox.render_write(event, placeholders="
-        "'format'); await cur.execute(st.sql, st.params) with psycopg (placeholders='dollar' and "
-        "await conn.fetchval(st.sql, *st.params) with asyncpg), or lend a synchronous psycopg.Connection"
+        f"an asyncio connection ({name}) cannot run outbox's blocking calls: "
+        "use await outbox.write_async(conn, ...) / outbox.dedupe_async, or Consumer.run_async"
     )
 
 
@@ -383,13 +397,18 @@ class Db:
 
     @classmethod
     def wrap(cls, conn: Any, *, config: ConfigLike = None) -> "Db":
-        """Lends a psycopg 3 or psycopg2 connection (``outbox_db_wrap``); it stays yours.
-
-        Raises:
-            LibpqMismatch: the driver uses another libpq than this module (a binary wheel).
+        """A :class:`Db` over your psycopg 3 or psycopg2 connection (or SQLAlchemy ``Session`` /
+        ``Connection``); it stays yours. When the driver uses this module's libpq (the pure psycopg,
+        psycopg2 from source) its ``PGconn`` is lent (``outbox_db_wrap``); otherwise (binary wheels,
+        SQLAlchemy) the Db runs the library's rendered statements through the driver's cursor:
+        ``write``, ``dedupe``, ``begin``/``commit``/``rollback`` and ``tx_state`` work alike;
+        ``execute``, ``exec``, ``migrate`` and ``purge_inbox`` need a lent or owned connection.
         """
-        self = cls.__new__(cls)
         c = as_config(config)
+        kind, drv = _path(conn)
+        if kind == "cursor":
+            return _DriverDb(conn, drv, c)
+        self = cls.__new__(cls)
         driver = _driver_for(conn)
         self._config = c
         self._driver = driver
@@ -492,7 +511,7 @@ class Db:
 
     # -- outbox calls
 
-    def write(self, event: Any = None, /, **fields: Any) -> Written:
+    def write(self, event: Any = None, /, **fields: Unpack[EventFields]) -> Written:
         """Writes one event in the connection's current transaction; see :func:`outbox.write`."""
         h = self._handle()
         fields_t = event_fields(event, fields)
@@ -524,6 +543,8 @@ def _dedupe_on(db: Db, consumer: Any, event: Any, *, seq: Optional[int] = None,
                aggregate_type: Optional[str] = None, aggregate_id: Optional[str] = None) -> DedupeResult:
     from ._consumer import Consumer, Message
 
+    if isinstance(db, _DriverDb):
+        return db._dedupe_key(_dedupe_key(consumer, event, seq, aggregate_type, aggregate_id))
     h = db._handle()
     db._driver.ensure_transaction(h)
     if isinstance(event, Message) and isinstance(consumer, Consumer):
@@ -551,6 +572,103 @@ def _dedupe_on(db: Db, consumer: Any, event: Any, *, seq: Optional[int] = None,
     return DedupeResult(bool(first), Order(order), int(prev))
 
 
+DedupeKey = Tuple[str, str, Optional[str], Optional[str], int]
+
+
+def _dedupe_key(consumer: Any, event: Any, seq: Optional[int], aggregate_type: Optional[str],
+                aggregate_id: Optional[str]) -> DedupeKey:
+    """(consumer, event id, aggregate type, aggregate id, seq) for the rendered dedupe statement."""
+    from ._consumer import Consumer, Message
+
+    name = consumer.name if isinstance(consumer, Consumer) else str(consumer)
+    eid: Any
+    at: Optional[str]
+    ai: Any
+    s: int
+    if isinstance(event, Message):
+        eid, at, ai, s = event.id, event.aggregate_type, event.aggregate_id, event.seq
+    elif isinstance(event, dict):  # an envelope decoded by another AMQP client
+        eid, at, ai, s = event.get("OUTBOX_ID"), event.get("AGGREGATE_TYPE"), event.get("AGGREGATE_ID"), 0
+    else:
+        eid, at, ai, s = str(event), None, None, 0
+    if eid is None:
+        raise InvalidArgument("the event has no OUTBOX_ID")
+    at = aggregate_type if aggregate_type is not None else at
+    ai = aggregate_id if aggregate_id is not None else ai
+    s = seq if seq is not None else s
+    return name, str(eid), at, None if ai is None else str(ai), int(s or 0)
+
+
+class _DriverDb(Db):
+    """A Db over a driver connection that is not lent: the library's rendered statements run
+    through the driver's own cursor (binary psycopg wheels, SQLAlchemy)."""
+
+    __slots__ = ("_conn", "_drv")
+
+    def __init__(self, conn: Any, drv: Any, config: Optional[Config]) -> None:  # noqa: D107
+        self._conn, self._drv, self._config = conn, drv, config
+        self._native = None
+        self._ptr = 0
+        self._driver = _Driver(conn)
+        self._driver.name = "cursor"
+
+    def _handle(self) -> "_native.Db":
+        raise InvalidArgument(
+            f"this {type(self._conn).__module__} connection is not lent to the library (its driver bundles "
+            "another libpq): this call needs an outbox.Db of its own (outbox.Db.open) or the pure psycopg")
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    @property
+    def owned(self) -> bool:
+        return False
+
+    @property
+    def tx_state(self) -> TxState:
+        if isinstance(self._drv, _drivers.SqlAlchemy):
+            return TxState.INTRANS if self._conn.in_transaction() else TxState.IDLE
+        return TxState(self._drv.state(self._conn))
+
+    def close(self) -> None:
+        """Releases nothing: the connection stays yours."""
+
+    def __repr__(self) -> str:
+        return f"<outbox.Db via {type(self._conn).__module__}.{type(self._conn).__name__}>"
+
+    def lost(self) -> bool:
+        try:
+            return bool(self._drv.is_lost(self._conn))
+        except Exception:
+            return True
+
+    def begin(self) -> None:
+        try:
+            self._drv.begin(self._conn)
+        except Exception as exc:
+            raise _drivers.mapped(exc, "BEGIN") from exc
+
+    def commit(self) -> None:
+        try:
+            self._drv.commit(self._conn)
+        except Exception as exc:
+            raise _drivers.mapped(exc, "COMMIT") from exc
+
+    def rollback(self) -> None:
+        try:
+            self._drv.rollback(self._conn)
+        except Exception as exc:
+            raise _drivers.mapped(exc, "ROLLBACK") from exc
+
+    def write(self, event: Any = None, /, **fields: Unpack[EventFields]) -> Written:
+        return _drivers.write(self._drv, self._conn, event_fields(event, fields), self._config)
+
+    def _dedupe_key(self, key: DedupeKey) -> DedupeResult:
+        first, order, prev = _drivers.dedupe(self._drv, self._conn, self._config, key)
+        return DedupeResult(first, Order(order), prev)
+
+
 # --------------------------------------------------------------------------- module functions
 
 
@@ -574,11 +692,31 @@ def _on(conn: Any, config: ConfigLike, *, allow_url: bool = False) -> Iterator[D
         db.close()
 
 
-# Lent-connection writes go straight to one native call (the per-write hot path).
-_drivers: Dict[type, str] = {}
+# Per connection type: "psycopg"/"psycopg2" (lent: the driver uses our libpq) or "cursor" (the
+# rendered statement through the driver's own cursor), and the driver family.
+_paths: Dict[type, Tuple[str, Any]] = {}
+
+#: Lend the PGconn when the driver's libpq is ours (an optimisation; see python/README.md).
+LEND = True
 
 
-def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, **fields: Any) -> Written:
+def _path(conn: Any) -> Tuple[str, Any]:
+    t = type(conn)
+    p = _paths.get(t)
+    if p is None:
+        drv = _drivers.sync_driver(conn)
+        if drv is None:
+            _driver_for(conn)  # raises the precise error (an asyncio connection, an unknown type)
+        kind = "cursor"
+        if drv is _drivers._PSYCOPG3 and lendable("psycopg"):
+            kind = "psycopg"
+        elif drv is _drivers._PSYCOPG2 and lendable("psycopg2"):
+            kind = "psycopg2"
+        p = _paths[t] = (kind, drv)
+    return p
+
+
+def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, **fields: Unpack[EventFields]) -> Written:
     """Writes one event into the outbox **in the connection's current transaction**.
 
     Commit and the event is stored with your rows, for the relay to publish; roll back and
@@ -587,9 +725,11 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
     driver's way, as your own first statement would have.
 
     Args:
-        conn: a psycopg 3 connection (the pure ``psycopg``, which uses the system libpq), a
-            psycopg2 connection (built from source), or an :class:`outbox.Db`. For any other
-            driver (asyncpg, SQLAlchemy), use :func:`outbox.render_write`.
+        conn: a psycopg 3 or psycopg2 connection (binary wheels included), a SQLAlchemy
+            ``Session`` or ``Connection``, or an :class:`outbox.Db`. The library renders the
+            statement and the driver's cursor runs it (a connection whose libpq is this module's,
+            the pure ``psycopg`` or ``psycopg2`` from source, is lent instead: one native call).
+            For asyncpg and psycopg's ``AsyncConnection``: ``await outbox.write_async(...)``.
         event: an :class:`outbox.Event`, another dataclass or a mapping; or the fields as keywords:
             ``aggregate_type``, ``aggregate_id``, ``operation`` (POST, PUT, PATCH, DELETE,
             FORCE_DELETE), ``payload`` (dict or JSON text), and optionally ``previous_payload``,
@@ -605,7 +745,7 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
         DuplicateEvent: the idempotency key is used already (your transaction stays usable).
         TransactionError: your transaction is aborted: roll it back.
         ConnectionLost, DatabaseError, SchemaError (tables missing: run ``outbox.migrate``).
-        LibpqMismatch: the driver bundles its own libpq (a binary wheel).
+            A driver's own error is mapped by its SQLSTATE as the library maps libpq's.
 
     Example::
 
@@ -619,10 +759,9 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
         if config is not None:
             raise ArgumentTypeError("config= applies when lending a driver connection; an outbox.Db has its own")
         return conn.write(event, **fields)
-    kind = _drivers.get(type(conn))
-    if kind is None:
-        kind = _driver_for(conn).name
-        _drivers[type(conn)] = kind
+    kind, drv = _paths.get(type(conn)) or _path(conn)
+    if kind == "cursor" or not LEND:
+        return _drivers.write(drv, conn, event_fields(event, fields), config)
     c = as_config(config)
     native_cfg = c.native if c is not None else None
     if kind == "psycopg":  # checked for its libpq when its type entered _drivers

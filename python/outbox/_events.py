@@ -7,13 +7,17 @@ import datetime as _dt
 import enum
 import json
 import uuid
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Tuple, TypedDict, Union
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
 from ._errors import ArgumentTypeError, InvalidEvent
 
-__all__ = ["Event", "Operation", "Written", "Statement", "render_write", "render_dedupe", "JSONValue"]
+__all__ = ["Event", "EventFields", "Operation", "OperationName", "Written", "Statement", "render_write", "render_dedupe",
+           "JSONValue"]
 
 JSONValue = Any  # a JSON-serialisable Python object, or JSON text (str/bytes) passed through
 
@@ -29,6 +33,27 @@ class Operation(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+#: An operation by name: ``mypy --strict`` refuses any other string (``"POSTT"``).
+OperationName = Literal["POST", "PUT", "PATCH", "DELETE", "FORCE_DELETE"]
+
+
+class EventFields(TypedDict, total=False):
+    """The event's fields as keywords (``outbox.write(conn, **fields)``): a type checker refuses a
+    misspelt field or an unknown operation."""
+
+    aggregate_type: str
+    aggregate_id: Union[str, int]
+    operation: Union[OperationName, Operation]
+    payload: JSONValue
+    previous_payload: JSONValue
+    metadata: JSONValue
+    user: Optional[str]
+    event_type: Optional[str]
+    idempotency_key: Optional[str]
+    event_id: Optional[Union[str, uuid.UUID]]
+    force_delete: bool
 
 
 @dataclasses.dataclass
@@ -48,7 +73,7 @@ class Event:
 
     aggregate_type: str
     aggregate_id: Union[str, int]
-    operation: Union[str, Operation]
+    operation: Union[OperationName, Operation]
     payload: JSONValue
     previous_payload: JSONValue = None
     metadata: JSONValue = None
@@ -221,7 +246,7 @@ def render_write(
     *,
     config: ConfigLike = None,
     placeholders: Optional[str] = None,
-    **fields: Any,
+    **fields: Unpack[EventFields],
 ) -> Statement:
     """Renders the exact INSERT ``outbox.write()`` would run, for a driver whose connection
     cannot be lent (asyncpg, SQLAlchemy, pg8000, a psycopg cursor of your own...).

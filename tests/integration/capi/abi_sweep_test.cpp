@@ -626,6 +626,30 @@ Register
                   });
 
 // ---- dedupe and the inbox -----------------------------------------------------------------------
+Register r_dedupe_interpret({"outbox_dedupe_interpret"}, [](Sweep &s) {
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    EXPECT_STATUS(outbox_dedupe_interpret(nullptr, s.cfg, "PRD", "1", 2, 1, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_dedupe_result zero{};
+    EXPECT_STATUS(outbox_dedupe_interpret(&zero, s.cfg, "PRD", "1", 2, 1, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 2, 1, 1), OUTBOX_OK);
+    EXPECT_EQ(r.first_time, 1);
+    EXPECT_EQ(r.order, OUTBOX_ORDER_IN_ORDER);
+    EXPECT_EQ(r.previous_seq, 1);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 5, 1, 1), OUTBOX_OK);
+    EXPECT_EQ(r.order, OUTBOX_ORDER_GAP);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 1, 1, 1), OUTBOX_OK);
+    EXPECT_EQ(r.order, OUTBOX_ORDER_STALE);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 1, 1, -1), OUTBOX_OK);  // NULL: the first of its aggregate
+    EXPECT_EQ(r.order, OUTBOX_ORDER_IN_ORDER);
+    EXPECT_EQ(r.previous_seq, 0);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 2, 0, 1), OUTBOX_OK);  // a duplicate: unchecked
+    EXPECT_EQ(r.first_time, 0);
+    EXPECT_EQ(r.order, OUTBOX_ORDER_UNCHECKED);
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, nullptr, nullptr, 2, 1, -1), OUTBOX_OK);  // no aggregate: unchecked
+    EXPECT_EQ(r.order, OUTBOX_ORDER_UNCHECKED);
+});
+
 Register r_dedupe({"outbox_consumer_dedupe", "outbox_render_dedupe"}, [](Sweep &s) {
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);

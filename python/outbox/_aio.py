@@ -1,0 +1,293 @@
+"""asyncio: awaitable writes and dedupes on asyncpg and psycopg ``AsyncConnection`` (the library's
+rendered statements, awaited through the driver), and an asyncio consumer loop over the C
+consumer calls (``outbox_consumer_next`` and ``outbox_consumer_settle`` on worker threads, off the
+event loop). The exactly-once decision stays the library's (``outbox_consumer_settle``)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Tuple, Union
+
+from . import _drivers as d
+from ._config import ConfigLike
+from ._consumer import _DUPLICATE, _HANDLED, _HANDLER_FAILED, _NOT_PROCESSED, Consumer, Message, _reason
+from ._db import DedupeResult, Order, _dedupe_key
+from ._errors import ArgumentTypeError, ConnectionLost, Stopped, TransactionError
+from ._events import EventFields, Written, event_fields
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["write_async", "dedupe_async", "consume_async", "AsyncHandler"]
+
+#: A handler for :func:`consume_async`: ``await handler(message, conn)`` (a plain function works too).
+AsyncHandler = Callable[[Message, Any], Union[Awaitable[Any], Any]]
+
+
+class _AsyncDriver:
+    placeholders = "format"
+
+    def state(self, conn: Any) -> int:
+        raise NotImplementedError
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def simple(self, conn: Any, sql: str) -> None:
+        await self.run(conn, sql, None)
+
+
+class _Asyncpg(_AsyncDriver):
+    placeholders = "dollar"
+
+    def state(self, conn: Any) -> int:
+        if conn.is_closed():
+            raise ConnectionLost("the asyncpg connection is closed")
+        return d.INTRANS if conn.is_in_transaction() else d.IDLE  # asyncpg: autocommit outside a transaction
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        row = await conn.fetchrow(sql, *(params or ()))
+        return tuple(row) if row is not None else None
+
+    async def simple(self, conn: Any, sql: str) -> None:
+        await conn.execute(sql)
+
+    async def begin(self, conn: Any) -> None:
+        if not conn.is_in_transaction():
+            await conn.execute("BEGIN")
+
+    async def commit(self, conn: Any) -> None:
+        await conn.execute("COMMIT")
+
+    async def rollback(self, conn: Any) -> None:
+        if not conn.is_closed() and conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.is_closed())
+
+    def autocommit(self, conn: Any) -> bool:
+        return True
+
+
+class _PsycopgAsync(_AsyncDriver):
+    def state(self, conn: Any) -> int:
+        if conn.closed:
+            raise ConnectionLost("the psycopg connection is closed")
+        return int(conn.info.transaction_status)
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchone() if cur.description is not None else None
+
+    async def begin(self, conn: Any) -> None:
+        if conn.autocommit and int(conn.info.transaction_status) == d.IDLE:
+            await conn.execute("BEGIN")
+
+    async def commit(self, conn: Any) -> None:
+        await conn.commit()
+
+    async def rollback(self, conn: Any) -> None:
+        await conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.closed or conn.broken) or int(conn.info.transaction_status) == d.UNKNOWN
+
+    def autocommit(self, conn: Any) -> bool:
+        return bool(conn.autocommit)
+
+
+_ASYNCPG, _PSYCOPG = _Asyncpg(), _PsycopgAsync()
+
+
+def _driver(conn: Any) -> _AsyncDriver:
+    mod = type(conn).__module__ or ""
+    if mod.startswith("asyncpg"):
+        return _ASYNCPG
+    if (mod == "psycopg" or mod.startswith("psycopg.")) and hasattr(type(conn), "__aenter__") and hasattr(conn, "pgconn"):
+        return _PSYCOPG
+    raise ArgumentTypeError(
+        f"cannot await outbox calls on a {mod}.{type(conn).__name__}: pass an asyncpg connection or a "
+        "psycopg.AsyncConnection (for a synchronous connection, call outbox.write)"
+    )
+
+
+async def write_async(conn: Any, event: Any = None, /, *, config: ConfigLike = None,
+                      **fields: Unpack[EventFields]) -> Written:
+    """``await outbox.write_async(conn, ...)``: :func:`outbox.write` for asyncpg connections and
+    psycopg's ``AsyncConnection``, in the connection's current transaction.
+
+    Same event, same :class:`outbox.Written` result and the same errors as ``write``; a reused
+    idempotency key raises :class:`outbox.DuplicateEvent` and, inside a transaction, leaves it
+    usable (a savepoint, as ``outbox_write`` does).
+    """
+    drv = _driver(conn)
+    fields_t = event_fields(event, fields)
+    prof = d.profile(config, drv.placeholders)
+    import outbox._native as native
+
+    sql, params, event_id, event_type = native.render_write(prof.native, fields_t)
+    state = drv.state(conn)
+    if state == d.INERROR:
+        raise d.aborted()
+    key = fields_t[d._KEY]
+    sp = key is not None and (state == d.INTRANS or not drv.autocommit(conn))  # type: ignore[attr-defined]
+    try:
+        if sp:
+            await drv.simple(conn, d.SAVEPOINT)
+        row = await drv.run(conn, sql, params)
+    except Exception as exc:
+        err = d.mapped(exc, "outbox write")
+        if sp and err.code != "CONNECTION":
+            try:
+                await drv.simple(conn, d.ROLLBACK_TO)
+                await drv.simple(conn, d.RELEASE)
+            except Exception:
+                pass
+        if key is not None and d.is_key_reuse(exc, prof):
+            by = None
+            try:
+                found = await drv.run(conn, prof.lookup(), prof.lookup_params(key))
+                by = str(found[0]) if found else None
+            except Exception:
+                pass  # the message just names no event
+            err = d.duplicate(by)
+        raise err from exc
+    if sp:
+        try:
+            await drv.simple(conn, d.RELEASE)
+        except Exception as exc:
+            raise d.mapped(exc, "outbox write") from exc
+    assert row is not None
+    return Written(str(event_id), str(event_type), int(row[0]))
+
+
+async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[int] = None,
+                       aggregate_type: Optional[str] = None, aggregate_id: Optional[str] = None,
+                       config: ConfigLike = None) -> DedupeResult:
+    """``await outbox.dedupe_async(conn, consumer, message)``: :func:`outbox.dedupe` on an asyncpg
+    connection or a psycopg ``AsyncConnection``, in its current transaction."""
+    drv = _driver(conn)
+    if config is None and isinstance(consumer, Consumer):
+        config = consumer.config
+    key = _dedupe_key(consumer, event, seq, aggregate_type, aggregate_id)
+    prof = d.profile(config, drv.placeholders)
+    sql, params = d.render_dedupe(prof, key)
+    if drv.state(conn) == d.INERROR:
+        raise TransactionError("the caller's transaction is aborted; roll it back before deduplicating")
+    try:
+        row = await drv.run(conn, sql, params)
+    except Exception as exc:
+        raise d.mapped(exc, "outbox dedupe") from exc
+    first, order, prev = d.dedupe_row(prof, row, key)
+    return DedupeResult(first, Order(order), prev)
+
+
+# --------------------------------------------------------------------------- the consumer loop
+
+
+async def _next(consumer: Consumer, timeout: Optional[float]) -> Optional[Message]:
+    """The next message, waiting on a worker thread in short slices (the event loop runs). On
+    cancellation a message that arrives anyway is given back (requeued, uncounted)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while True:
+        left = 0.5 if deadline is None else min(0.5, max(0.0, deadline - loop.time()))
+        fut = loop.run_in_executor(None, consumer.next, left)
+        try:
+            msg = await asyncio.shield(fut)
+        except Stopped:
+            return None
+        except asyncio.CancelledError:
+            fut.add_done_callback(lambda f: _give_back(consumer, f))
+            raise
+        if msg is not None or (deadline is not None and loop.time() >= deadline):
+            return msg
+
+
+def _give_back(consumer: Consumer, fut: "asyncio.Future[Optional[Message]]") -> None:
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    msg = fut.result()
+    if msg is not None:
+        try:
+            consumer._settle_as(msg, None, _NOT_PROCESSED, "cancelled")
+        except Exception:
+            pass  # unsettled, it is redelivered when the consumer closes
+        msg.close()
+
+
+async def _settle(consumer: Consumer, msg: Message, outcome: int, reason: Optional[str] = None) -> None:
+    # shield: a cancellation while settling must not leave the message half-settled
+    await asyncio.shield(asyncio.to_thread(consumer._settle_as, msg, None, outcome, reason))
+
+
+async def _quietly(aw: Awaitable[Any]) -> None:
+    try:
+        await aw
+    except Exception:
+        pass
+
+
+async def _process(consumer: Consumer, drv: _AsyncDriver, conn: Any, handler: AsyncHandler, msg: Message) -> bool:
+    """One message: BEGIN, dedupe, handler, COMMIT, then settle (the library decides)."""
+    try:
+        await drv.begin(conn)  # type: ignore[attr-defined]
+        res = await dedupe_async(conn, consumer, msg)
+        msg.dedupe = res
+        if not res.first_time:
+            await drv.commit(conn)  # type: ignore[attr-defined]
+    except BaseException as exc:  # not the handler's failure: requeued, uncounted
+        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
+        await _quietly(_settle(consumer, msg, _NOT_PROCESSED, _reason(exc)))
+        raise
+    if not res.first_time:
+        await _settle(consumer, msg, _DUPLICATE)
+        return False
+    try:
+        r = handler(msg, conn)
+        if inspect.isawaitable(r):
+            await r
+        await drv.commit(conn)  # type: ignore[attr-defined]
+    except Exception as exc:
+        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
+        if msg._settled is not None:
+            return False
+        lost = drv.is_lost(conn)  # type: ignore[attr-defined]
+        await _settle(consumer, msg, _NOT_PROCESSED if lost else _HANDLER_FAILED, _reason(exc))
+        if lost:
+            raise ConnectionLost(f"PostgreSQL connection lost in the handler: {_reason(exc)}") from exc
+        return False
+    except BaseException as exc:  # cancelled (or KeyboardInterrupt): roll back, give the message back
+        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
+        if msg._settled is None:
+            await _quietly(_settle(consumer, msg, _NOT_PROCESSED, _reason(exc)))
+        raise
+    if msg._settled is None:
+        await _settle(consumer, msg, _HANDLED)
+    return True
+
+
+async def consume_async(consumer: Consumer, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,
+                        idle_timeout: Optional[float] = None) -> int:
+    """``await consumer.run_async(handler, conn)``: :meth:`Consumer.run` for asyncio, on an asyncpg
+    connection or a psycopg ``AsyncConnection``: for each event BEGIN, the inbox row, ``await
+    handler(message, conn)``, COMMIT, then the library's settle (ack, requeue or dead-letter).
+
+    The blocking C calls (waiting for a message, settling it) run on worker threads; the event
+    loop keeps running. Cancelling the task rolls back the event in progress and gives it back
+    (redelivered, no attempt counted). Returns the number of events handled.
+    """
+    drv = _driver(conn)
+    if drv.state(conn) != d.IDLE:
+        raise TransactionError("consume_async() needs a connection that is not inside a transaction")
+    handled = 0
+    while limit is None or handled < limit:
+        msg = await _next(consumer, idle_timeout)
+        if msg is None:
+            break
+        with msg:
+            if await _process(consumer, drv, conn, handler, msg):
+                handled += 1
+    return handled

@@ -1,0 +1,369 @@
+"""The driver path: the library's rendered statement run through the driver's own cursor.
+
+Any psycopg 3 or psycopg2 connection (binary wheels included), a SQLAlchemy ``Session`` or
+``Connection``, and (awaited, in ``outbox._aio``) asyncpg and psycopg's ``AsyncConnection``. The
+statement, its validation, naming and id come from the C library (``outbox_render_write``,
+``outbox_render_dedupe``); a driver's error is classified by the library's SQLSTATE mapping
+(``outbox_status_for_sqlstate``) and its idempotency index name (``outbox_idempotency_index``).
+Nothing here decides what the library decides: this module only runs statements and reports.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional, Tuple
+
+from . import _native
+from ._config import Config, ConfigLike, as_config
+from ._errors import ConnectionLost, DuplicateEvent, Error, TransactionError, error_class
+from ._events import Written
+
+# Transaction states, as libpq names them (PQtransactionStatus).
+IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = 0, 1, 2, 3, 4
+
+_KEY = 8  # idempotency_key's place in the native field tuple (outbox_event_field order)
+_CONNECTION = -6
+_DUPLICATE = -4
+SAVEPOINT = "SAVEPOINT outbox_write"
+ROLLBACK_TO = "ROLLBACK TO SAVEPOINT outbox_write"
+RELEASE = "RELEASE SAVEPOINT outbox_write"
+
+_DEFAULTS = Config()
+
+
+class Profile:
+    """What a driver path needs of a configuration, derived once per (configuration, placeholder
+    style): the native configuration to render with, and the idempotency index name."""
+
+    __slots__ = ("native", "index", "table", "check_order", "placeholders")
+
+    def __init__(self, config: Config, placeholders: str) -> None:
+        c = config.copy()
+        c["render.placeholders"] = placeholders
+        self.native = c.native
+        self.placeholders = placeholders
+        self.index = str(_native.idempotency_index(c.native))
+        # Validated SQL identifiers (outbox_config_set refuses anything else).
+        self.table = f'"{c["outbox.schema"]}"."{c["outbox.table"]}"'
+        self.check_order = c["inbox.order_check"] == "true"
+
+    def lookup(self) -> str:
+        """The statement that names the event holding an idempotency key (one parameter)."""
+        p = {"dollar": "$1", "format": "%s", "named": ":p1", "pyformat": "%(p1)s", "qmark": "?"}[self.placeholders]
+        return f"SELECT outbox_id FROM {self.table} WHERE idempotency_key = {p}"
+
+    def lookup_params(self, key: str) -> Any:
+        return {"p1": key} if self.placeholders in ("named", "pyformat") else (key,)
+
+
+def profile(config: ConfigLike, placeholders: str) -> Profile:
+    c = as_config(config)
+    if c is None:
+        c = _DEFAULTS
+    p = c._derived.get(placeholders)
+    if p is None:
+        p = c._derived[placeholders] = Profile(c, placeholders)
+    return p
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _cause(exc: BaseException) -> BaseException:
+    orig = getattr(exc, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's exception
+    return orig if isinstance(orig, BaseException) else exc
+
+
+def sqlstate_of(exc: BaseException) -> Optional[str]:
+    e = _cause(exc)
+    s = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)  # psycopg 3, asyncpg / psycopg2
+    return s if isinstance(s, str) and len(s) == 5 else None
+
+
+def constraint_of(exc: BaseException) -> Optional[str]:
+    e = _cause(exc)
+    diag = getattr(e, "diag", None)
+    name = getattr(diag, "constraint_name", None) if diag is not None else getattr(e, "constraint_name", None)
+    return name if isinstance(name, str) else None
+
+
+_LOST_TYPES = ("OperationalError", "InterfaceError", "ConnectionDoesNotExistError", "ConnectionFailureError")
+
+
+def _lost(exc: BaseException) -> bool:
+    """A driver error without a SQLSTATE that says the connection is gone."""
+    if getattr(exc, "connection_invalidated", False):  # SQLAlchemy
+        return True
+    e = _cause(exc)
+    return isinstance(e, (OSError, EOFError)) or any(t.__name__ in _LOST_TYPES for t in type(e).__mro__)
+
+
+def mapped(exc: BaseException, context: str) -> Error:
+    """A driver's exception as the library's error: the status is the library's for its SQLSTATE."""
+    if isinstance(exc, Error):
+        return exc
+    state = sqlstate_of(exc)
+    if state is None and _lost(exc):
+        status = _CONNECTION
+    elif state is None and type(exc).__name__ == "PendingRollbackError":  # SQLAlchemy: an aborted transaction
+        status = -10
+    else:
+        status = int(_native.status_for_sqlstate(state))
+    e = _cause(exc)
+    diag = getattr(e, "diag", None)
+    text = (getattr(diag, "message_primary", None) if diag is not None else None) or str(e).strip() or type(e).__name__
+    where = f" (SQLSTATE {state})" if state else ""
+    hint = "; the caller's transaction is aborted: roll it back first" if state == "25P02" else ""
+    return error_class(status)(f"{context}: {text}{where}{hint}", sqlstate=state)
+
+
+def is_key_reuse(exc: BaseException, prof: Profile) -> bool:
+    """A unique violation of the outbox's idempotency index (any 23505 when the driver does not
+    name the constraint)."""
+    if int(_native.status_for_sqlstate(sqlstate_of(exc))) != _DUPLICATE:
+        return False
+    name = constraint_of(exc)
+    return name is None or name == prof.index
+
+
+def duplicate(by: Optional[str]) -> DuplicateEvent:
+    return DuplicateEvent("idempotency_key is already used" + (f" by event {by}" if by else ""), sqlstate="23505")
+
+
+def aborted() -> TransactionError:
+    return TransactionError("the caller's transaction is aborted; roll it back before writing")
+
+
+# --------------------------------------------------------------------------- sync drivers
+
+
+class SyncDriver:
+    """How one driver family runs a statement on its connection and reports its transaction."""
+
+    placeholders = "format"
+
+    def state(self, conn: Any) -> int:
+        raise NotImplementedError
+
+    def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def savepoint(self, conn: Any, sql: str) -> None:
+        self.run(conn, sql, None)
+
+
+class Psycopg3(SyncDriver):
+    def state(self, conn: Any) -> int:
+        if conn.closed:
+            raise ConnectionLost("the psycopg connection is closed")
+        return int(conn.info.transaction_status)
+
+    def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        cur = conn.execute(sql, params)
+        return cur.fetchone() if cur.description is not None else None
+
+    def begin(self, conn: Any) -> None:
+        if conn.autocommit and int(conn.info.transaction_status) == IDLE:
+            conn.execute("BEGIN")
+
+    def commit(self, conn: Any) -> None:
+        conn.commit()  # psycopg 3 reads the state from libpq: COMMIT is sent in autocommit too
+
+    def rollback(self, conn: Any) -> None:
+        conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.closed or conn.broken) or int(conn.info.transaction_status) == UNKNOWN
+
+
+class Psycopg2(SyncDriver):
+    def state(self, conn: Any) -> int:
+        if conn.closed:
+            raise ConnectionLost("the psycopg2 connection is closed")
+        return int(conn.info.transaction_status)
+
+    def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchone() if cur.description is not None else None
+
+    def begin(self, conn: Any) -> None:
+        if conn.autocommit:
+            if int(conn.info.transaction_status) == IDLE:
+                self.run(conn, "BEGIN", None)
+        # else: psycopg2 begins (with its isolation level) at the first statement
+
+    def commit(self, conn: Any) -> None:
+        if conn.autocommit:
+            self.run(conn, "COMMIT", None)
+        else:
+            conn.commit()
+
+    def rollback(self, conn: Any) -> None:
+        if conn.autocommit:
+            if int(conn.info.transaction_status) not in (IDLE, UNKNOWN):
+                self.run(conn, "ROLLBACK", None)
+        else:
+            conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.closed) or int(conn.info.transaction_status) == UNKNOWN
+
+
+class SqlAlchemy(SyncDriver):
+    """A SQLAlchemy ``Session`` or ``Connection``: statements through ``text()`` in its transaction
+    (autobegun as SQLAlchemy does), the savepoint through ``begin_nested()``."""
+
+    placeholders = "named"
+
+    def state(self, conn: Any) -> int:
+        return INTRANS  # SQLAlchemy begins a transaction at the first statement (autobegin)
+
+    def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        from sqlalchemy import text
+
+        res = conn.execute(text(sql), params or {})
+        return tuple(res.one()) if res.returns_rows else None
+
+    def begin(self, conn: Any) -> None:
+        """SQLAlchemy begins at the first statement (autobegin)."""
+
+    def commit(self, conn: Any) -> None:
+        conn.commit()
+
+    def rollback(self, conn: Any) -> None:
+        conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        c = conn.connection() if callable(getattr(conn, "connection", None)) else conn  # Session -> Connection
+        return bool(getattr(c, "invalidated", False) or getattr(c, "closed", False))
+
+
+_PSYCOPG3, _PSYCOPG2, _SQLALCHEMY = Psycopg3(), Psycopg2(), SqlAlchemy()
+
+
+def sync_driver(conn: Any) -> Optional[SyncDriver]:
+    """The driver family of a synchronous connection, or None."""
+    mod = type(conn).__module__ or ""
+    if hasattr(type(conn), "__aenter__") or mod.startswith("asyncpg"):
+        return None  # an asyncio connection: outbox.write_async
+    if mod.startswith("sqlalchemy."):
+        return _SQLALCHEMY
+    if (mod == "psycopg" or mod.startswith("psycopg.")) and hasattr(conn, "pgconn"):
+        return _PSYCOPG3
+    if "psycopg2" in sys.modules:
+        import psycopg2.extensions
+
+        if isinstance(conn, psycopg2.extensions.connection):
+            return _PSYCOPG2
+    if hasattr(conn, "pgconn") and hasattr(conn, "info"):
+        return _PSYCOPG3  # a psycopg 3 connection subclass from elsewhere
+    return None
+
+
+def write(drv: SyncDriver, conn: Any, fields: Tuple[Any, ...], config: ConfigLike) -> Written:
+    """outbox.write() through the driver's cursor: the rendered statement, in a savepoint when the
+    event has an idempotency key and a transaction is (or will be) open, as outbox_write() does."""
+    prof = profile(config, drv.placeholders)
+    sql, params, event_id, event_type = _native.render_write(prof.native, fields)
+    if isinstance(drv, SqlAlchemy):
+        return _write_sqlalchemy(conn, prof, sql, params, event_id, event_type, fields[_KEY])
+    state = drv.state(conn)
+    if state == INERROR:
+        raise aborted()
+    key = fields[_KEY]
+    # Outside autocommit a transaction is begun by the driver at the first statement: open too.
+    sp = key is not None and (state == INTRANS or not conn.autocommit)
+    try:
+        if sp:
+            drv.savepoint(conn, SAVEPOINT)
+        row = drv.run(conn, sql, params)
+    except Exception as exc:
+        err = mapped(exc, "outbox write")
+        if key is not None and is_key_reuse(exc, prof):
+            by = None
+            try:
+                if sp:
+                    drv.savepoint(conn, ROLLBACK_TO)
+                    drv.savepoint(conn, RELEASE)
+                if sp or drv.state(conn) != INERROR:
+                    found = drv.run(conn, prof.lookup(), prof.lookup_params(key))
+                    by = str(found[0]) if found else None
+            except Exception:
+                pass  # the message just names no event
+            err = duplicate(by)
+        elif sp and err.code != "CONNECTION":
+            _quietly(lambda: drv.savepoint(conn, ROLLBACK_TO))
+            _quietly(lambda: drv.savepoint(conn, RELEASE))
+        raise err from exc
+    if sp:
+        try:
+            drv.savepoint(conn, RELEASE)
+        except Exception as exc:
+            raise mapped(exc, "outbox write") from exc
+    assert row is not None
+    return Written(str(event_id), str(event_type), int(row[0]))
+
+
+def _write_sqlalchemy(conn: Any, prof: Profile, sql: str, params: Any, event_id: str, event_type: str,
+                      key: Optional[str]) -> Written:
+    try:
+        if key is None:
+            row = _SQLALCHEMY.run(conn, sql, params)
+        else:
+            with conn.begin_nested():  # a SAVEPOINT: a duplicate rolls back to it, the transaction stays usable
+                row = _SQLALCHEMY.run(conn, sql, params)
+    except Exception as exc:
+        if key is not None and is_key_reuse(exc, prof):
+            found = None
+            try:
+                found = _SQLALCHEMY.run(conn, prof.lookup(), prof.lookup_params(key))
+            except Exception:
+                pass
+            raise duplicate(str(found[0]) if found else None) from exc
+        raise mapped(exc, "outbox write") from exc
+    assert row is not None
+    return Written(str(event_id), str(event_type), int(row[0]))
+
+
+def _quietly(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------- dedupe
+
+
+def dedupe_row(prof: Profile, row: Optional[Tuple[Any, ...]], key: Tuple[str, str, Optional[str], Optional[str], int]
+               ) -> Tuple[bool, int, int]:
+    """(first_time, order, previous_seq) from the rendered dedupe statement's row, read by the
+    library's rule (outbox_dedupe_interpret)."""
+    if row is None:
+        raise Error("outbox dedupe: the inbox statement returned no row")
+    first = row[0] is True or row[0] in ("t", "true", 1)
+    prev = None if row[1] is None else int(row[1])
+    _, _, at, ai, seq = key
+    first_time, order, previous = _native.dedupe_interpret(prof.native, at, ai, int(seq or 0), first, prev)
+    return bool(first_time), int(order), int(previous)
+
+
+def render_dedupe(prof: Profile, key: Tuple[str, str, Optional[str], Optional[str], int]) -> Tuple[str, Any]:
+    consumer, event_id, at, ai, seq = key
+    sql, params = _native.render_dedupe(prof.native, consumer, event_id, at, ai, int(seq or 0))
+    return str(sql), params
+
+
+def dedupe(drv: SyncDriver, conn: Any, config: ConfigLike,
+           key: Tuple[str, str, Optional[str], Optional[str], int]) -> Tuple[bool, int, int]:
+    """outbox.dedupe() through the driver's cursor, in the connection's transaction."""
+    prof = profile(config, drv.placeholders)
+    sql, params = render_dedupe(prof, key)
+    if not isinstance(drv, SqlAlchemy) and drv.state(conn) == INERROR:
+        raise TransactionError("the caller's transaction is aborted; roll it back before deduplicating")
+    try:
+        row = drv.run(conn, sql, params)
+    except Exception as exc:
+        raise mapped(exc, "outbox dedupe") from exc
+    return dedupe_row(prof, row, key)

@@ -1,0 +1,6 @@
+import outbox
+
+
+def place(conn: object) -> None:
+    outbox.write(conn, aggregate_type="Order", aggregate_id="1", operation="POSTT", payload={})
+    outbox.Event("Order", "1", "POSTT", {})
