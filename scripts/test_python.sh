@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Python package's suite: installs ./python into the venv <repo>/.run/venv the way a user does
-# (pip install, non-editable: scikit-build-core drives the project's CMake), then runs its pytest
-# suite from outside the source tree, against real PostgreSQL and RabbitMQ.
+# The Python package's suite: builds the distribution once (scripts/build_python_dist.sh: sdist, the
+# wheel compiled from it, the auditwheel-repaired wheel), installs the sdist's wheel into the venv
+# <run dir>/venv, then runs its pytest suite from outside the source tree, against real PostgreSQL
+# and RabbitMQ (test_dist.py: the sdist, and the repaired wheel with the system libraries hidden).
 # Expects the services up and OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/test.sh does both;
 # the local services' URLs are the defaults). Exits non-zero when a test fails or none ran.
 set -euo pipefail
@@ -9,7 +10,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,6p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,7p' "$0"; exit 0; fi
 
 : "${OUTBOX_PG_URL:=$OUTBOX_LOCAL_PG_URL}"
 : "${OUTBOX_AMQP_URL:=$OUTBOX_LOCAL_AMQP_URL}"
@@ -43,10 +44,20 @@ if [[ ! -f "$binary/.ok-$psycopg_version" ]]; then
 fi
 export OUTBOX_PY_BINARY_WHEELS=$binary
 
-outbox_log "pip install ./python (build tree cached in .run/python-build)"
+# The distribution as a user gets it, built once (scripts/build_python_dist.sh): the sdist, the
+# wheel pip compiles from that sdist alone, and that wheel after auditwheel repair.
+# This suite runs on the wheel compiled from the sdist (what `pip install corewrite_outbox-*.tar.gz`
+# installs: it links the system libpq, so the pure psycopg's connections are lent); test_dist.py
+# checks the sdist and runs the repaired wheel in a fresh venv with libpq, librabbitmq and libcjson hidden.
+dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
+export OUTBOX_PY_DIST=$dist
 start=$SECONDS
-pip_q --force-reinstall --no-deps "$root/python" -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
-outbox_log "installed in $((SECONDS - start)) s: $("$py" -c 'import outbox; print(outbox.__file__)')"
+OUTBOX_PY_DIST=$dist "$root/scripts/build_python_dist.sh" >/dev/null
+outbox_log "built the sdist and the wheels in $((SECONDS - start)) s: $(cd "$dist" && echo corewrite_outbox-*)"
+# The distribution was called `outbox` before: a venv that still has it gets only the new one.
+"$py" -m pip uninstall --disable-pip-version-check -q -y outbox 2>/dev/null || true
+pip_q --force-reinstall --no-deps "$dist"/raw/corewrite_outbox-*.whl
+outbox_log "installed: $("$py" -c 'import outbox; print(outbox.__file__)')"
 
 # From a directory outside python/, so `import outbox` is the installed package.
 work=$OUTBOX_RUN_DIR/pytest
