@@ -4,9 +4,9 @@
 #   1. the sdist corewrite_outbox-<version>.tar.gz: python/ staged in a temporary directory with
 #      the C++ sources it needs vendored under cpp/ (the root CMakeLists.txt, LICENSE, core/,
 #      capi/, bindings/python/, cmake/), so it builds from itself;
-#   2. the wheel, compiled once by pip from that sdist alone (unpacked under $OUTBOX_RUN_DIR/py-sdist,
-#      scikit-build-core in pip's isolated build environment, the project's CMake; ccache when present);
-#      it links the system libpq, librabbitmq and libcjson: kept as raw/*.whl;
+#   2. the wheel, compiled once by `pip wheel` from that sdist alone (pip's isolated build environment,
+#      scikit-build-core, the project's CMake), as `pip install` of the sdist builds it; it links the
+#      system libpq, librabbitmq and libcjson: kept as raw/*.whl;
 #   3. `auditwheel repair`: those libraries and their own dependencies (libssl, ...) are grafted
 #      into the wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
 #      installs and runs without them.
@@ -46,24 +46,16 @@ mkdir -p "$dist"
 rm -f "$dist"/corewrite_outbox-*.tar.gz "$dist"/corewrite_outbox-*.whl
 rm -rf "$dist/raw"
 outbox_log "sdist from $stage"
-pyproject-build --sdist --no-isolation --outdir "$dist" "$stage" >/dev/null
+pyproject-build --sdist --no-isolation --outdir "$dist" "$stage" >"$stage_root/sdist.log" 2>&1 ||
+  { cat "$stage_root/sdist.log" >&2; exit 1; }
 sdist=$(ls "$dist"/corewrite_outbox-*.tar.gz)
 
-# 2. The wheel from the sdist alone, outside the checkout. A fixed directory, so ccache (keyed on
-#    the paths too) finds the previous run's objects; the build tree itself is new every time.
-unpacked=$OUTBOX_RUN_DIR/py-sdist
-rm -rf "$unpacked"
-mkdir -p "$unpacked"
-tar -xzf "$sdist" -C "$unpacked"
-src=$(echo "$unpacked"/corewrite_outbox-*)
-if command -v ccache >/dev/null; then
-  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
-  export CCACHE_DIR=${CCACHE_DIR:-$OUTBOX_RUN_DIR/ccache}
-fi
+# 2. The wheel from the sdist alone: pip unpacks it into a temporary directory and builds it in an
+#    isolated environment (scikit-build-core, pybind11 from PyPI), from a directory outside the
+#    checkout: what `pip install corewrite_outbox-*.tar.gz` does before installing.
 outbox_log "wheel from $(basename "$sdist") (pip wheel, isolated build environment)"
 start=$SECONDS
-(cd "$unpacked" && python3 -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" "$src" \
-  -Cbuild-dir="$unpacked/build")
+(cd "$stage_root" && "$tools/bin/python" -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" "$sdist")
 outbox_log "compiled in $((SECONDS - start)) s"
 raw=$(ls "$dist"/raw/corewrite_outbox-*.whl)
 
