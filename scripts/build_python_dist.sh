@@ -19,7 +19,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,17p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,16p' "$0"; exit 0; fi
 unset PYTHONPATH PYTHONHOME
 
 dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
