@@ -4,9 +4,10 @@
 #   1. the sdist corewrite_outbox-<version>.tar.gz: python/ staged in a temporary directory with
 #      the C++ sources it needs vendored under cpp/ (the root CMakeLists.txt, LICENSE, core/,
 #      capi/, bindings/python/, cmake/), so it builds from itself;
-#   2. the wheel, compiled once by `pip wheel` from that sdist alone (pip's isolated build environment,
-#      scikit-build-core, the project's CMake), as `pip install` of the sdist builds it; it links the
-#      system libpq, librabbitmq and libcjson: kept as raw/*.whl;
+#   2. the wheel, compiled once by `pip wheel` from that sdist alone, unpacked outside the checkout
+#      (pip's isolated build environment, scikit-build-core, the project's CMake; ccache when
+#      installed), as `pip install` of the sdist builds it; it links the system libpq, librabbitmq
+#      and libcjson: kept as raw/*.whl;
 #   3. `auditwheel repair`: those libraries and their own dependencies (libssl, ...) are grafted
 #      into the wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
 #      installs and runs without them.
@@ -19,7 +20,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,16p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,17p' "$0"; exit 0; fi
 unset PYTHONPATH PYTHONHOME
 
 dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
@@ -53,12 +54,23 @@ pyproject-build --sdist --no-isolation --outdir "$dist" "$stage" >"$stage_root/s
   { cat "$stage_root/sdist.log" >&2; exit 1; }
 sdist=$(ls "$dist"/corewrite_outbox-*.tar.gz)
 
-# 2. The wheel from the sdist alone: pip unpacks it into a temporary directory and builds it in an
-#    isolated environment (scikit-build-core, pybind11 from PyPI), from a directory outside the
-#    checkout: what `pip install corewrite_outbox-*.tar.gz` does before installing.
+# 2. The wheel from the sdist alone, as pip builds it for `pip install corewrite_outbox-*.tar.gz`:
+#    the tarball unpacked outside the checkout, built in pip's isolated environment (scikit-build-core
+#    and pybind11 from PyPI). The directory is the same every run and the build tree new, so ccache
+#    (keyed on contents and paths) reuses the previous run's objects; both are removed afterwards.
+unpacked=${TMPDIR:-/tmp}/outbox-py-sdist-$(printf '%s' "$OUTBOX_RUN_DIR" | cksum | cut -d' ' -f1)
+rm -rf "$unpacked"
+mkdir -p "$unpacked"
+trap 'rm -rf "$stage_root" "$unpacked"' EXIT
+tar -xzf "$sdist" -C "$unpacked"
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_DIR=${CCACHE_DIR:-$OUTBOX_RUN_DIR/ccache}
+fi
 outbox_log "wheel from $(basename "$sdist") (pip wheel, isolated build environment)"
 start=$SECONDS
-(cd "$stage_root" && "$tools/bin/python" -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" "$sdist")
+(cd "$unpacked" && "$tools/bin/python" -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" \
+  "$unpacked/corewrite_outbox-"* -Cbuild-dir="$unpacked/build")
 outbox_log "compiled in $((SECONDS - start)) s"
 raw=$(ls "$dist"/raw/corewrite_outbox-*.whl)
 
