@@ -7,7 +7,7 @@ set -euo pipefail
 # install is skipped, see OUTBOX_DEB_SKIP_IF below.)
 OUTBOX_DEB_PACKAGES=(
     # toolchain
-    build-essential cmake ninja-build pkg-config git
+    build-essential cmake ninja-build pkg-config git ccache
     clang-format clang-tidy abigail-tools
     # libraries
     libpq-dev librabbitmq-dev libcjson-dev libgtest-dev googletest

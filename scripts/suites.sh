@@ -87,6 +87,9 @@ node_suite() {
   "$root/scripts/test_node.sh"
 }
 
+# The Python distribution built once (scripts/build_python_dist.sh): the suite runs on the wheel
+# compiled from the sdist; test_dist.py runs the auditwheel-repaired wheel with libpq, librabbitmq
+# and libcjson hidden (tests/python-dist/without_libs.sh).
 python_suite() {
   "$root/scripts/test_python.sh"
 }

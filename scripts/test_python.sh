@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The Python package's suite: builds the wheel of ./python once (scikit-build-core drives the
-# project's CMake) and installs it into two venvs in $OUTBOX_RUN_DIR: venv (pure psycopg, psycopg2
-# from source) and venv-drivers (psycopg[binary], psycopg2-binary, SQLAlchemy, asyncpg, mypy), then
-# runs the pytest suites from outside the source tree, against real PostgreSQL and RabbitMQ.
+# The Python package's suite: builds the distribution corewrite-outbox once
+# (scripts/build_python_dist.sh: the sdist, the wheel pip compiles from it, that wheel after auditwheel
+# repair) and installs it into two venvs in $OUTBOX_RUN_DIR: venv gets the wheel compiled from the
+# sdist (pure psycopg, psycopg2 from source: their connections are lent), venv-drivers the
+# self-contained repaired wheel (psycopg[binary], psycopg2-binary, SQLAlchemy, asyncpg, mypy: the
+# driver path). Then runs the pytest suites from outside the source tree, against real PostgreSQL and
+# RabbitMQ (test_dist.py: the sdist, and the repaired wheel with the system libraries hidden).
 # Expects the services up and OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/test.sh does both;
 # the local services' URLs are the defaults). Exits non-zero when a test fails or none ran.
 set -euo pipefail
@@ -10,7 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,6p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,10p' "$0"; exit 0; fi
 
 : "${OUTBOX_PG_URL:=$OUTBOX_LOCAL_PG_URL}"
 : "${OUTBOX_AMQP_URL:=$OUTBOX_LOCAL_AMQP_URL}"
@@ -47,14 +50,22 @@ dpy=$dvenv/bin/python
 "$dpy" -m pip install --disable-pip-version-check -q pytest "pytest-timeout>=2.1" "pika>=1.3" \
   "psycopg[binary]>=3.1" psycopg2-binary "sqlalchemy>=2" "asyncpg>=0.27" "mypy>=1.8"
 
-outbox_log "pip wheel ./python once, installed in both venvs (build tree cached in .run/python-build)"
+# The distribution as a user gets it, built once (scripts/build_python_dist.sh): the sdist, the
+# wheel pip compiles from that sdist alone, and that wheel after auditwheel repair. venv runs on the
+# wheel compiled from the sdist (what `pip install corewrite_outbox-*.tar.gz` installs: it links the
+# system libpq, so the pure psycopg's connections are lent); venv-drivers on the self-contained wheel
+# (the README's first install line: it bundles its own libpq, so every driver takes the driver path).
+dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
+export OUTBOX_PY_DIST=$dist
 start=$SECONDS
-wheels=$OUTBOX_RUN_DIR/python-wheel
-rm -rf "$wheels"
-"$py" -m pip wheel --disable-pip-version-check -q --no-deps "$root/python" -w "$wheels" -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
-pip_q --force-reinstall --no-deps "$wheels"/outbox-*.whl
-"$dpy" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps "$wheels"/outbox-*.whl
-outbox_log "installed in $((SECONDS - start)) s: $("$py" -c 'import outbox; print(outbox.__file__)')"
+OUTBOX_PY_DIST=$dist "$root/scripts/build_python_dist.sh" >/dev/null
+outbox_log "built the sdist and the wheels in $((SECONDS - start)) s: $(cd "$dist" && echo corewrite_outbox-*)"
+# The distribution was called `outbox` before: a venv that still has it gets only the new one.
+for p in "$py" "$dpy"; do "$p" -m pip uninstall --disable-pip-version-check -q -y outbox 2>/dev/null || true; done
+pip_q --force-reinstall --no-deps "$dist"/raw/corewrite_outbox-*.whl
+"$dpy" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps --no-index \
+  --only-binary corewrite-outbox --find-links "$dist" corewrite-outbox
+outbox_log "installed: $("$py" -c 'import outbox; print(outbox.__file__)'), $("$dpy" -c 'import outbox; print(outbox.__file__)')"
 
 # From a directory outside python/, so `import outbox` is the installed package.
 work=$OUTBOX_RUN_DIR/pytest
