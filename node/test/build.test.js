@@ -1,6 +1,8 @@
 'use strict';
 // How the addon was built: with the running Node's own headers (node-gyp --nodedir=<prefix>,
 // nothing downloaded), exporting only Node-API's entry points, and glue that sees outbox.h only.
+// The build is the prebuild's (tools/pack.js keeps prebuildify's build tree in
+// $OUTBOX_RUN_DIR/node-pack/build), the addon the one the installed package loads.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
@@ -8,7 +10,10 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 
 const pkg = path.join(__dirname, '..');
-const build = path.join(pkg, 'build');
+const { dir: installed, project } = require('./outbox');
+const build = project
+  ? path.join(process.env.OUTBOX_RUN_DIR || path.join(pkg, '..', '.run'), 'node-pack', 'build')
+  : path.join(pkg, 'build');
 const prefix = path.resolve(path.dirname(process.execPath), '..');
 
 test('built against <node prefix>/include/node via --nodedir, no downloaded headers', () => {
@@ -40,7 +45,8 @@ test('bindings/node includes the public C header only', () => {
 });
 
 test('the addon exports only the Node-API entry points', () => {
-  const r = spawnSync('nm', ['-D', '--defined-only', path.join(build, 'Release', 'outbox.node')], { encoding: 'utf8' });
+  const addon = require(require.resolve('node-gyp-build', { paths: [installed] })).path(installed);
+  const r = spawnSync('nm', ['-D', '--defined-only', addon], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   const names = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/).pop()).sort();
   assert.deepEqual(names, ['napi_register_module_v1', 'node_api_module_get_api_version_v1']);
