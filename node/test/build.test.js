@@ -29,6 +29,13 @@ test('built against <node prefix>/include/node via --nodedir, no downloaded head
     assert.match(text, /-fexceptions/);
     assert.match(text, /-std=c\+\+17/);
   }
+  // prebuildify hands node-gyp a --devdir of its own (tools/pack.js: <work>/gyp-devdir): with
+  // --nodedir nothing may land there.
+  if (project) {
+    const devdir = path.join(path.dirname(build), 'gyp-devdir');
+    const found = fs.existsSync(devdir) ? fs.readdirSync(devdir, { recursive: true }) : [];
+    assert.deepEqual(found, [], `nothing downloaded into ${devdir}`);
+  }
   // The glue compiles with the public header only.
   const glue = fs.readFileSync(path.join(build, 'outbox.target.mk'), 'utf8');
   assert.ok(!/-I\S*[/\\]core\b/.test(glue), 'bindings/node is compiled without core/ on its include path');
