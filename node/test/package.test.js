@@ -142,6 +142,20 @@ test('npm install <tarball> pg (install script on): it finds the prebuild and co
   assert.equal(r.stdout.trim(), `${outbox.version} function`);
 });
 
+test('pnpm 10 (dependency install scripts blocked by default): pnpm add <tarball> pg gives a working package', async (t) => {
+  const project = fs.mkdtempSync(path.join(runDir, 'node-pnpm-'));
+  t.after(() => fs.rmSync(project, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(project, 'package.json'), '{ "name": "user", "version": "1.0.0", "private": true }\n');
+  const pnpm = path.join(pkgDir, 'node_modules', 'pnpm', 'bin', 'pnpm.cjs'); // a devDependency
+  const r = run(process.execPath, [pnpm, 'add', process.env.OUTBOX_NODE_TARBALL, 'pg', '--prefer-offline', '--reporter=append-only'],
+    { cwd: project, env: { ...process.env, npm_config_store_dir: path.join(runDir, 'pnpm-store') } });
+  assert.match(r.stdout + r.stderr, /Ignored build scripts: outbox/, 'pnpm blocked the install script');
+  const installed = fs.realpathSync(path.join(project, 'node_modules', 'outbox'));
+  assert.ok(!fs.existsSync(path.join(installed, 'build')), 'nothing compiled');
+  const res = await roundTrip(t, project);
+  assert.deepEqual(res.addons, [path.join(installed, 'prebuilds', 'linux-x64', 'outbox.glibc.node')]);
+});
+
 test('without a prebuild, the install script builds the addon from the sources in the tarball', async (t) => {
   const before = gitStatus();
   const packed = pack(t, '--no-prebuild');
