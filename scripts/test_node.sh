@@ -11,8 +11,8 @@
 #   3. node --test over node/test/*.test.js with OUTBOX_NODE_PROJECT set: the tests load `outbox`
 #      from that project (test/outbox.js). Real PostgreSQL and RabbitMQ, the examples as child
 #      processes, tsc --strict on index.d.ts, the README's examples and ESM/CJS programs, the
-#      tarball installed again from itself alone (source tree unchanged), and once built from
-#      source without a prebuild.
+#      tarball installed again from itself alone with npm (scripts on and off) and pnpm 10 (source
+#      tree unchanged), and once built from source without a prebuild (one more compile, ~40 s).
 # Assumes the services are up with OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/test.sh does
 # that; the defaults are the local throwaway services). Exits non-zero on any failure.
 set -euo pipefail
