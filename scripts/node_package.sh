@@ -20,7 +20,7 @@ export OUTBOX_RUN_DIR
 if [[ ! -d "$root/node/node_modules/prebuildify" ]]; then
   (cd "$root/node" && npm ci --ignore-scripts --prefer-offline --no-audit --no-fund) >&2
 fi
-tarball=$(node "$root/node/tools/pack.js" --out "$OUTBOX_RUN_DIR/node-pack/dist")
+tarball=$(node "$root/node/tools/pack.js" --out "$OUTBOX_RUN_DIR/node-dist")
 rm -rf "$project"
 mkdir -p "$project"
 printf '{ "name": "outbox-user", "version": "1.0.0", "private": true }\n' > "$project/package.json"

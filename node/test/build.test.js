@@ -2,7 +2,7 @@
 // How the addon was built: with the running Node's own headers (node-gyp --nodedir=<prefix>,
 // nothing downloaded), exporting only Node-API's entry points, and glue that sees outbox.h only.
 // The build is the prebuild's (tools/pack.js keeps prebuildify's build tree in
-// $OUTBOX_RUN_DIR/node-pack/build), the addon the one the installed package loads.
+// <work>/build), the addon the one the installed package loads.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
@@ -11,9 +11,7 @@ const { spawnSync } = require('child_process');
 
 const pkg = path.join(__dirname, '..');
 const { dir: installed, project } = require('./outbox');
-const build = project
-  ? path.join(process.env.OUTBOX_RUN_DIR || path.join(pkg, '..', '.run'), 'node-pack', 'build')
-  : path.join(pkg, 'build');
+const build = project ? path.join(require('../tools/pack').defaultWork(), 'build') : path.join(pkg, 'build');
 const prefix = path.resolve(path.dirname(process.execPath), '..');
 
 test('built against <node prefix>/include/node via --nodedir, no downloaded headers', () => {

@@ -3,7 +3,8 @@
 // Makes the npm tarball of the package: node tools/pack.js [--out DIR] [--no-prebuild] [--json]
 //
 // Nothing is written into the source tree. A staging directory outside it (<work>/stage, where
-// <work> is $OUTBOX_RUN_DIR/node-pack, or <tmp>/outbox-node-pack) gets:
+// <work> is $OUTBOX_RUN_DIR/node-pack when that is outside the checkout, else
+// <tmp>/outbox-node-pack-<hash of the checkout's path>; --work DIR) gets:
 //   - the package as users install it: package.json, README.md, LICENSE (the repository's),
 //     index.d.ts, index.d.mts, lib/, tools/, binding.gyp;
 //   - src/: the C and C++ sources a build from source needs (core/, capi/, bindings/node/src),
@@ -37,18 +38,24 @@ function arg(name, fallback) {
   return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;
 }
 
-const work = path.resolve(arg('--work', process.env.OUTBOX_RUN_DIR
-  ? path.join(process.env.OUTBOX_RUN_DIR, 'node-pack')
-  : path.join(os.tmpdir(), `outbox-node-pack-${process.getuid ? process.getuid() : 'user'}`)));
-const out = path.resolve(arg('--out', work));
-const withPrebuild = !process.argv.includes('--no-prebuild');
-const stage = path.join(work, 'stage');
-
 function inside(p, dir) {
   const rel = path.relative(dir, p);
   return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
 }
-if (inside(work, repo) || inside(out, repo)) die(`${work} / ${out} are inside the source tree ${repo}; pick a directory outside it`);
+
+// $OUTBOX_RUN_DIR/node-pack when that is outside the checkout, else a folder of the system's
+// temporary directory named after the checkout (so two checkouts never share a stage).
+function defaultWork() {
+  const run = process.env.OUTBOX_RUN_DIR ? path.resolve(process.env.OUTBOX_RUN_DIR) : null;
+  if (run && !inside(run, repo)) return path.join(run, 'node-pack');
+  const tag = crypto.createHash('sha256').update(fs.realpathSync(repo)).digest('hex').slice(0, 10);
+  return path.join(os.tmpdir(), `outbox-node-pack-${tag}`);
+}
+
+const work = path.resolve(arg('--work', defaultWork()));
+const out = path.resolve(arg('--out', work));
+const withPrebuild = !process.argv.includes('--no-prebuild');
+const stage = path.join(work, 'stage');
 
 // The package's own files, then the C/C++ sources under src/.
 const PACKAGE_FILES = ['package.json', 'README.md', 'index.d.ts', 'index.d.mts', 'binding.gyp', 'lib', 'tools'];
@@ -127,6 +134,7 @@ function prebuild() {
 }
 
 function main() {
+  if (inside(work, repo)) die(`the staging directory ${work} is inside the source tree ${repo}; pick one outside it`);
   for (const m of ['node-addon-api', 'prebuildify']) {
     try {
       require.resolve(`${m}/package.json`);
@@ -171,4 +179,5 @@ function main() {
   }
 }
 
-main();
+if (require.main === module) main();
+module.exports = { defaultWork };
