@@ -38,12 +38,12 @@ function pack(t, ...args) {
 }
 
 /** An empty project with the tarball installed: npm install <tarball> pg [flags]. */
-function install(t, tarball, flags, extraEnv = {}) {
+function install(t, tarball, flags, extraEnv = {}, timeout = 240000) {
   const project = fs.mkdtempSync(path.join(runDir, 'node-user-'));
   t.after(() => fs.rmSync(project, { recursive: true, force: true }));
   fs.writeFileSync(path.join(project, 'package.json'), '{ "name": "user", "version": "1.0.0", "private": true }\n');
   const r = run('npm', ['install', tarball, 'pg', ...flags, '--prefer-offline', '--no-audit', '--no-fund', '--foreground-scripts'],
-    { cwd: project, env: { ...process.env, ...extraEnv } });
+    { cwd: project, env: { ...process.env, ...extraEnv }, timeout });
   return { project, log: r.stdout + r.stderr, installed: path.join(project, 'node_modules', 'outbox') };
 }
 
@@ -156,12 +156,13 @@ test('pnpm 10 (dependency install scripts blocked by default): pnpm add <tarball
   assert.deepEqual(res.addons, [path.join(installed, 'prebuilds', 'linux-x64', 'outbox.glibc.node')]);
 });
 
-test('without a prebuild, the install script builds the addon from the sources in the tarball', async (t) => {
+// A compile (about 40 s on two quiet cores): its own, longer time limit.
+test('without a prebuild, the install script builds the addon from the sources in the tarball', { timeout: 480000 }, async (t) => {
   const before = gitStatus();
   const packed = pack(t, '--no-prebuild');
   assert.equal(packed.prebuild, null);
   assert.ok(!run('tar', ['tzf', packed.tarball]).stdout.includes('prebuilds/'), 'no prebuild in this tarball');
-  const { installed, project, log } = install(t, packed.tarball, []);
+  const { installed, project, log } = install(t, packed.tarball, [], {}, 450000);
   assert.match(log, /building against the headers of node/);
   const built = path.join(installed, 'build', 'Release', 'outbox.node');
   assert.ok(fs.existsSync(built), `${built} was built at install`);
