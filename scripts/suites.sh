@@ -98,3 +98,11 @@ bench_suite() {
   "$root/bench/run" --quick
   python3 "$root/bench/check_results.py" "$root/bench/results/quick.json" "$root/bench/results/quick"
 }
+
+# The demo, the documents' system end to end (scripts/demo.sh): PHP, Python and C writers, the relay,
+# Node (amqplib), Python and C subscribers, forced redeliveries; its check passes, and fails with a
+# planted break, on that run's evidence and live (tests/demo/run.sh). Runs last: it reuses the
+# release install, the venv of python_suite and the addon node_suite built.
+demo_suite() {
+  "$root/tests/demo/run.sh"
+}

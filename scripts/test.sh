@@ -8,6 +8,7 @@
 #   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
 #   5. the Node package (node --test) and the Python package (pytest)
 #   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
+#   7. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
 # scripts/suite_lib.sh), after a self-test of that machinery (tests/runner/selftest.sh).
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
@@ -17,7 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,13p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,14p' "$0"; exit 0; fi
 
 "$root/scripts/deps.sh"
 started_here=0
@@ -48,5 +49,6 @@ suite "Python ctypes against liboutbox.so" 120 "$suites" ctypes_suite
 suite "Node: the npm tarball packed and installed, node --test against it" 900 "$suites" node_suite
 suite "Python (pytest)" 900 "$suites" python_suite
 suite "bench: bench/run --quick produces every figure" 600 "$suites" bench_suite
+suite "demo: the documents' system end to end (PHP, Python, C writers; Node, Python, C subscribers)" 300 "$suites" demo_suite
 
 suite_summary

@@ -83,6 +83,7 @@ if (PHP_SAPI === 'cli' && realpath($argv[0] ?? '') === __FILE__) {
         $pdo->exec('SET search_path TO ' . $pdo->quote($schema));
     }
     $store = new DataStore($pdo, new Outbox(), getenv('OUTBOX_SCHEMA') ? ['outbox.schema' => getenv('OUTBOX_SCHEMA')] : []);
-    $result = $store->insert('PRD', ['XPRD01' => $argv[1] ?? 'Widget Pro', 'XPRD02' => 99.99, 'TREC' => 'N']);
+    $result = $store->insert('PRD', ['XPRD01' => $argv[1] ?? 'Widget Pro', 'XPRD02' => 99.99,
+        'XPRD05' => $argv[2] ?? 'cat_electronics', 'TREC' => 'N']);
     printf("[php DataStore] committed PRD %s with event %s %s\n", $result['id'], $result['event_type'], $result['event_id']);
 }

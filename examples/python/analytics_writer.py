@@ -13,6 +13,7 @@ that the effect still happens exactly once.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -60,13 +61,16 @@ def main() -> int:
             if args.fail_first and event.id not in failed_once:
                 failed_once.add(event.id)
                 raise RuntimeError("simulated failure on the first attempt")
-            print(f"[{args.name}] {event.event_type} {event.aggregate_type}:{event.aggregate_id} "
-                  f"recorded (seq {event.seq}, {event.order.name.lower().replace('_', ' ')})", flush=True)
+            print(f"[{args.name}] {event.event_type} {event.aggregate_type}:{event.aggregate_id} recorded "
+                  f"(event {event.id}, seq {event.seq}, {event.order.name.lower().replace('_', ' ')})", flush=True)
 
         with outbox.Consumer(args.name, config) as consumer:
             signal.signal(signal.SIGTERM, lambda *_: consumer.stop())
             consumer.connect()
             print(f"[{args.name}] waiting for events on {config['amqp.exchange']} (queue {args.name})", flush=True)
+            # From here on the library's own lines too (logger outbox.consumer), e.g. a redelivered
+            # event that its inbox recognised and acknowledged without running the handler.
+            logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=f"[{args.name}] %(message)s")
             try:
                 n = consumer.run(record, conn, limit=args.count, idle_timeout=args.idle_timeout)
             except KeyboardInterrupt:
