@@ -5,6 +5,9 @@
 // through node-gyp-build, so the package works the same when install scripts are skipped
 // (--ignore-scripts, pnpm 10's default, npm's allow-scripts settings). Otherwise the addon is built
 // from the sources in src/ (tools/build.js: node-gyp with the running Node's own headers).
+// In a checkout (node/ installed as a folder, e.g. by examples/node), the prebuild that
+// tools/pack.js made and cached for exactly these sources, when there is one, is copied to
+// build/Release instead of compiling the same sources again.
 const path = require('path');
 const { spawnSync } = require('child_process');
 
@@ -28,7 +31,30 @@ function prebuildLoads() {
   }
 }
 
-if (process.env.OUTBOX_BUILD_FROM_SOURCE === '1' || !prebuildLoads()) {
+function fromPackCache() {
+  const fs = require('fs');
+  if (fs.existsSync(path.join(pkgDir, 'src')) || !fs.existsSync(path.join(__dirname, 'pack.js'))) return false;
+  let cached = null;
+  try {
+    cached = require('./pack').cachedPrebuild();
+  } catch (_) {
+    return false; // no node-addon-api here yet: build.js installs it and compiles
+  }
+  if (!cached) return false;
+  const dest = path.join(pkgDir, 'build', 'Release', 'outbox.node');
+  fs.mkdirSync(path.dirname(dest), { recursive: true });
+  fs.copyFileSync(cached, dest);
+  try {
+    require(dest);
+  } catch (e) {
+    fs.rmSync(dest, { force: true });
+    return false;
+  }
+  console.error(`outbox: using ${cached}, the prebuild tools/pack.js made from these sources`);
+  return true;
+}
+
+if (process.env.OUTBOX_BUILD_FROM_SOURCE === '1' || !(prebuildLoads() || fromPackCache())) {
   const r = spawnSync(process.execPath, [path.join(__dirname, 'build.js'), ...process.argv.slice(2)], { stdio: 'inherit' });
   process.exit(r.status === null ? 1 : r.status);
 }

@@ -65,6 +65,8 @@ const SOURCES = [
   [path.join('bindings', 'node', 'src'), /\.(cc|h)$/],
 ];
 
+const TOOLS_FILTER = /^(?!pack\.js$)/; // the packing tool stays in the checkout
+
 function copyTree(from, to, filter) {
   fs.mkdirSync(to, { recursive: true });
   for (const ent of fs.readdirSync(from, { withFileTypes: true })) {
@@ -80,31 +82,45 @@ function stageFiles() {
   fs.mkdirSync(stage, { recursive: true });
   for (const f of PACKAGE_FILES) {
     const from = path.join(pkgDir, f);
-    if (fs.statSync(from).isDirectory()) copyTree(from, path.join(stage, f), f === 'tools' ? /^(?!pack\.js$)/ : null);
+    if (fs.statSync(from).isDirectory()) copyTree(from, path.join(stage, f), f === 'tools' ? TOOLS_FILTER : null);
     else fs.copyFileSync(from, path.join(stage, f));
   }
   fs.copyFileSync(path.join(repo, 'LICENSE'), path.join(stage, 'LICENSE'));
   for (const [dir, filter] of SOURCES) copyTree(path.join(repo, dir), path.join(stage, 'src', dir), filter);
 }
 
-// Every file the prebuild is made from, plus the Node and node-addon-api it is built with.
-function buildHash() {
-  const h = crypto.createHash('sha256');
-  const walk = (dir) => {
-    for (const ent of fs.readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
-      const p = path.join(dir, ent.name);
-      if (ent.isDirectory()) walk(p);
-      else {
-        h.update(path.relative(stage, p));
-        h.update(fs.readFileSync(p));
-      }
+// The files the prebuild is made from, as [path in the package, path in the checkout]: the
+// sources under src/, tools/ (less this file) and binding.gyp; exactly what stageFiles() copies.
+function buildInputs() {
+  const list = [];
+  const walk = (from, rel, filter) => {
+    for (const ent of fs.readdirSync(from, { withFileTypes: true })) {
+      const a = path.join(from, ent.name);
+      if (ent.isDirectory()) walk(a, path.join(rel, ent.name), filter);
+      else if (ent.isFile() && (!filter || filter.test(ent.name))) list.push([path.join(rel, ent.name), a]);
     }
   };
-  walk(path.join(stage, 'src'));
-  walk(path.join(stage, 'tools'));
-  h.update(fs.readFileSync(path.join(stage, 'binding.gyp')));
+  for (const [dir, filter] of SOURCES) walk(path.join(repo, dir), path.join('src', dir), filter);
+  walk(path.join(pkgDir, 'tools'), 'tools', TOOLS_FILTER);
+  list.push(['binding.gyp', path.join(pkgDir, 'binding.gyp')]);
+  return list.sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+}
+
+// The prebuild's cache key: those files, the Node and the node-addon-api it is built with.
+function buildHash() {
+  const h = crypto.createHash('sha256');
+  for (const [rel, file] of buildInputs()) {
+    h.update(rel);
+    h.update(fs.readFileSync(file));
+  }
   h.update(process.version + process.arch + require('node-addon-api/package.json').version);
   return h.digest('hex').slice(0, 16);
+}
+
+/** The cached prebuild of the checkout's current sources (<work>/prebuild-<hash>.node), or null. */
+function cachedPrebuild() {
+  const f = path.join(work, `prebuild-${buildHash()}.node`);
+  return fs.existsSync(f) ? f : null;
 }
 
 function nodeGypPath() {
@@ -180,4 +196,4 @@ function main() {
 }
 
 if (require.main === module) main();
-module.exports = { defaultWork };
+module.exports = { defaultWork, cachedPrebuild };
