@@ -19,6 +19,9 @@ ROWS = ["B", "R-", "P-batch@", "P-window@", "R-w1", "S", "S-sleep", "X-1", "X-2"
 SECTIONS = ["1 relay drain", "2 seed-style contrast", "3 scale-out", "4 latency", "5 write overhead",
             "6 consumer", "7 bindings", "8 table health", "9 partitioned subscriber"]
 SERIES = ["drain", "sweep_batch", "sweep_window", "scale", "latency", "write", "bindings", "health", "partitions"]
+# Figures (by name prefix) every default run has beyond one per section: the bindings' costs over
+# their drivers, measured in the same run.
+FIGURES = ["Node: await outbox.write(pgClient, event) vs a plain node-postgres INSERT"]
 PLOTS = ["throughput_vs_batch_window.png", "drain_vs_backlog.png", "latency_vs_load.png", "table_health.png"]
 
 
@@ -70,6 +73,19 @@ def main():
     if not any(f["section"] == "7 bindings" and f["name"].startswith("Python: outbox.write") and
                "INSERT" in f.get("baseline", "") and f.get("target") for f in figures):
         problems.append("7 bindings: no Python figure against the plain psycopg INSERT with its target")
+    for name in FIGURES:
+        fs = [f for f in figures if f["name"].startswith(name)]
+        if not fs:
+            problems.append(f"no figure {name!r}")
+        for f in fs:
+            if not (isinstance(f.get("ratio"), (int, float)) and math.isfinite(f["ratio"]) and f["ratio"] > 0):
+                problems.append(f"figure {f['name']!r} has ratio {f.get('ratio')!r}")
+            if f.get("verdict") not in ("PASS", "MISS"):
+                problems.append(f"figure {f['name']!r} has no verdict against its target")
+    paths = {(x.get("lang"), x.get("path")) for x in r.get("series", {}).get("bindings", [])}
+    for want in [("Node", "pg"), ("Node", "pgPlain")]:
+        if want not in paths:
+            problems.append(f"no bindings series point {want}")
     for name in SERIES:
         if not r.get("series", {}).get(name):
             problems.append(f"no series {name}")

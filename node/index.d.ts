@@ -1,5 +1,6 @@
-// Type declarations for the `outbox` npm package (node/lib). Kept in step with lib/ by
-// test/types.test.js, which compiles test/types/check.ts with tsc.
+// Type declarations for the `outbox` npm package (node/lib; the ES module entry's are
+// index.d.mts). Kept in step with lib/ by test/types.test.js: tsc --strict on CJS and ESM programs,
+// the README's examples and cases that must not compile, against the installed package.
 
 /// <reference types="node" />
 
@@ -123,12 +124,24 @@ export interface DedupeResult {
   previousSeq: number;
 }
 
+/** What a query resolves with: node-postgres' `QueryResult` has these (and more). */
+export interface QueryResultLike {
+  rows: any[];
+  rowCount?: number | null;
+}
+
 /**
- * What the library needs of a node-postgres client (pg.Client, or a client from
- * pg.Pool#connect()): queries with a config object. Transactions are the caller's.
+ * One node-postgres connection: a `pg.Client`, or the `PoolClient` of `await pool.connect()`,
+ * accepted as they are (no casts). Transactions are the caller's. A `pg.Pool` is refused, here and
+ * at run time: its queries run on any free connection, outside the caller's transaction (the
+ * pool's counters are declared `never` below, so passing a pool does not type-check).
  */
 export interface Queryable {
-  query(queryConfig: { text: string; values?: any[]; rowMode?: 'array' }): Promise<{ rows: any[] }>;
+  query(text: string, values?: any[]): Promise<QueryResultLike>;
+  query(queryConfig: { text: string; values?: any[]; name?: string; rowMode?: 'array' }): Promise<QueryResultLike>;
+  readonly totalCount?: never;
+  readonly idleCount?: never;
+  readonly waitingCount?: never;
 }
 
 export type MigrateTarget = 'all' | 'outbox' | 'inbox';
@@ -254,13 +267,17 @@ export class Message {
   dedupe(target: Queryable | Database): Promise<DedupeResult>;
 }
 
-export type Handler = (message: Message, client: Queryable) => unknown;
+/**
+ * A consume() handler: the event, and the client its transaction runs on (typed as options.client
+ * when one is given; a Queryable for a pool's clients and the consumer's own).
+ */
+export type Handler<C extends Queryable = Queryable> = (message: Message, client: C) => unknown;
 
-export interface ConsumeOptions {
+export interface ConsumeOptions<C extends Queryable = Queryable> {
   /** a node-postgres client to run each event's transaction on */
-  client?: Queryable;
-  /** or a pool to take one from per event */
-  pool?: { connect(): Promise<Queryable & { release(err?: Error | boolean): void }> };
+  client?: C;
+  /** or a pool (pg.Pool) to take one from per event */
+  pool?: { connect(): Promise<C & { release(err?: Error | boolean): void }> };
 }
 
 /** A consumer of its own durable queue on the exchange. Needs 'amqp.url'. */
@@ -273,7 +290,7 @@ export class Consumer implements AsyncIterable<Message> {
   next(timeoutMs?: number): Promise<Message | null>;
   [Symbol.asyncIterator](): AsyncIterator<Message>;
   /** BEGIN, dedupe, handler, COMMIT, ack for each event until stop(); resolves then. */
-  consume(handler: Handler, options?: ConsumeOptions): Promise<void>;
+  consume<C extends Queryable = Queryable>(handler: Handler<C>, options?: ConsumeOptions<C>): Promise<void>;
   dedupe(target: Queryable | Database, message: Message): Promise<DedupeResult>;
   stop(): void;
   close(): Promise<void>;

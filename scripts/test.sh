@@ -46,7 +46,7 @@ suite "threads under ThreadSanitizer" 900 "$suites" tsan_suite
 suite "C examples under valgrind (memcheck)" 300 "$suites" valgrind_suite
 suite "PHP package through FFI (DataStore, subscriber, php-cgi, Composer)" 120 "$suites" php_suite
 suite "Python ctypes against liboutbox.so" 120 "$suites" ctypes_suite
-suite "Node (node --test)" 900 "$suites" node_suite
+suite "Node: the npm tarball packed and installed, node --test against it" 900 "$suites" node_suite
 suite "Python (pytest)" 900 "$suites" python_suite
 suite "bench: bench/run --quick produces every figure" 600 "$suites" bench_suite
 suite "demo: the documents' system end to end (PHP, Python, C writers; Node, Python, C subscribers)" 300 "$suites" demo_suite

@@ -1,7 +1,8 @@
 // K: the bindings' per-write cost, from the JSON that python/bench_write.py and node/bench/write.js
 // wrote in this run (bench/run runs them and passes --bindings-python, --bindings-node), each against
 // its C reference bench/write_c measured in interleaved rounds. Targets: Python <= 1.2 x C, Node
-// (await db.write) <= 1.3 x C.
+// (await db.write) <= 1.3 x C; and Node's `await outbox.write(pgClient, event)` <= 1.2 x the same
+// event row inserted by node-postgres alone in the same transaction shape ("pgPlain", same run).
 #include "../scenarios.hpp"
 
 #include <exception>
@@ -49,7 +50,8 @@ void scenario_bindings(Bench &b) {
          "c",
          {{"addon", "await db.write(event), owned connection"},
           {"addonMany", "await db.writeMany(events)"},
-          {"pg", "await outbox.write(pgClient, event), node-postgres"}}},
+          {"pg", "await outbox.write(pgClient, event), node-postgres"},
+          {"pgPlain", "the same row by node-postgres alone (plain INSERT)"}}},
     };
     Json series = Json::array();
     for (const auto &s : srcs) {
@@ -89,6 +91,23 @@ void scenario_bindings(Bench &b) {
                             .str("path", k)
                             .num("us_per_write", v, 2)
                             .num("c_us_per_write", c, 2));
+        }
+        if (s.lang[0] == 'N') {
+            // The library's cost over its driver: outbox.write on a pg client vs the same row by pg alone.
+            const double pgv = j.number_at("us_per_write", "pg");
+            const double plain = j.number_at("us_per_write", "pgPlain");
+            expect(run, pgv > 0 && plain > 0, "K: Node figures include pg and pgPlain");
+            if (pgv > 0 && plain > 0) {
+                Figure f;
+                f.section = "7 bindings";
+                f.name = "Node: await outbox.write(pgClient, event) vs a plain node-postgres INSERT";
+                f.value = fixed(pgv, 1) + " us/write";
+                f.baseline = "node-postgres INSERT " + fixed(plain, 1) + " us/write";
+                f.ratio = pgv / plain;
+                f.target = "≤ 1.2x";
+                f.verdict = verdict(f.ratio <= 1.2);
+                add_figure(run, f);
+            }
         }
     }
     run.series["bindings"] = series;

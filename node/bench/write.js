@@ -8,6 +8,11 @@
 //   pg     — node-postgres: BEGIN, N x await outbox.write(client, event) (outbox_render_write, then the
 //            rendered statement on the client, as a named prepared statement), COMMIT;
 //   pg unprepared — the same with preparedStatements: false (parsed and planned per write, as C does);
+//   pg plain — the floor: the same event row inserted by node-postgres alone, in the same transaction
+//            shape: BEGIN, N x await client.query({ name, text, values }) with the same INSERT
+//            statement (rendered once, up front) and its values built in JS per event (UUID,
+//            JSON.stringify of payload and metadata, timestamp), COMMIT. pg / pg plain is the
+//            library's cost over the driver (target <= 1.2x);
 //   render — outbox_render_write alone (no I/O), for reference.
 //   C      — with --with-c: the same loop in C (the repository's bench/write_c.c, outbox_write on an
 //            owned connection), run as a child process whose rounds interleave with Node's, so both
@@ -17,14 +22,17 @@
 // Figures are medians over rounds (min in brackets); rounds alternate between the paths.
 //
 //   node bench/write.js [--writes N] [--rounds R] [--with-c] [--c-bin PATH] [--json FILE]
-// Environment: OUTBOX_PG_URL (default the local throwaway PostgreSQL).
+// Environment: OUTBOX_PG_URL (default the local throwaway PostgreSQL); OUTBOX_NODE_PACKAGE, the
+// installed package to measure (bench/run: the tarball installed by scripts/node_package.sh),
+// default this folder (a development build).
 const { performance } = require('perf_hooks');
 const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
 const readline = require('readline');
 const pg = require('pg');
-const outbox = require('..');
+const outbox = require(process.env.OUTBOX_NODE_PACKAGE || '..');
+const crypto = require('crypto');
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(name);
@@ -44,7 +52,7 @@ function buildC() {
   const installed = path.join(repo, '_install', 'lib', 'pkgconfig');
   if (!env.PKG_CONFIG_PATH && fs.existsSync(installed)) env.PKG_CONFIG_PATH = installed;
   const pc = (...a) => execFileSync('pkg-config', a, { env, encoding: 'utf8' }).trim().split(/\s+/).filter(Boolean);
-  const outDir = path.join(__dirname, '..', 'build', 'bench');
+  const outDir = path.join(process.env.OUTBOX_RUN_DIR || require('os').tmpdir(), 'node-bench-c');
   fs.mkdirSync(outDir, { recursive: true });
   const bin = path.join(outDir, 'write_c');
   const libdir = pc('--variable=libdir', 'outbox')[0];
@@ -99,7 +107,11 @@ async function main() {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   const events = Array.from({ length: N }, (_, i) => event(i));
-  const results = { addon: [], addonMany: [], pg: [], pgUnprepared: [], render: [] };
+  const results = { addon: [], addonMany: [], pg: [], pgPlain: [], pgUnprepared: [], render: [] };
+  // The plain INSERT's statement: the library's, rendered once (its text does not depend on the event).
+  const plainText = ob.renderWrite(events[0]).text;
+  const plainValues = (e) => [e.aggregateType, String(e.aggregateId), crypto.randomUUID(), 'ProductCreated', e.operation,
+    JSON.stringify(e.payload), null, JSON.stringify(e.metadata), e.user, new Date().toISOString(), null];
   const unprepared = new outbox.Outbox({ ...options, preparedStatements: false });
   let c = null;
   if (withC) {
@@ -128,6 +140,13 @@ async function main() {
       await client.query('COMMIT');
       return ((performance.now() - t0) * 1000) / N;
     };
+    const pgPlainRound = async () => {
+      const t0 = performance.now();
+      await client.query('BEGIN');
+      for (let i = 0; i < N; i++) await client.query({ name: 'bench_plain_insert', text: plainText, values: plainValues(events[i]) });
+      await client.query('COMMIT');
+      return ((performance.now() - t0) * 1000) / N;
+    };
     const pgUnpreparedRound = async () => {
       const t0 = performance.now();
       await client.query('BEGIN');
@@ -145,13 +164,21 @@ async function main() {
     await addonRound();
     await manyRound();
     await pgRound();
+    await pgPlainRound();
     await pgUnpreparedRound();
     renderRound();
     for (let r = 0; r < ROUNDS; r++) {
       if (c) results.c.push(await c.round(N));
       results.addon.push(await addonRound());
       results.addonMany.push(await manyRound());
-      results.pg.push(await pgRound());
+      // pg and pg plain alternate which goes first, against drift within a round.
+      if (r % 2 === 0) {
+        results.pg.push(await pgRound());
+        results.pgPlain.push(await pgPlainRound());
+      } else {
+        results.pgPlain.push(await pgPlainRound());
+        results.pg.push(await pgRound());
+      }
       results.pgUnprepared.push(await pgUnpreparedRound());
       results.render.push(renderRound());
     }
@@ -178,8 +205,11 @@ async function main() {
   console.log(`| addon: owned connection, await db.write(event) (outbox_write on a worker thread) | ${fig('addon')} [${min('addon')}]${vsC('addon')} |`);
   console.log(`| addon: owned connection, await db.writeMany(events) (one worker-thread trip for all N) | ${fig('addonMany')} [${min('addonMany')}]${vsC('addonMany')} |`);
   console.log(`| pg: await outbox.write(client, event) (rendered statement on node-postgres) | ${fig('pg')} [${min('pg')}]${vsC('pg')} |`);
+  console.log(`| pg plain: the same row by node-postgres alone (same INSERT, values built in JS) | ${fig('pgPlain')} [${min('pgPlain')}]${vsC('pgPlain')} |`);
   console.log(`| pg, preparedStatements: false (parsed and planned per write, as C does) | ${fig('pgUnprepared')} [${min('pgUnprepared')}]${vsC('pgUnprepared')} |`);
   console.log(`| render only: outbox.renderWrite(event), no I/O | ${fig('render')} [${min('render')}] | |`);
+  out.pg_vs_plain = +(median(results.pg) / median(results.pgPlain)).toFixed(3);
+  console.log(`\nawait outbox.write(client, event) / plain node-postgres INSERT: ${out.pg_vs_plain.toFixed(2)}x (target <= 1.2x)`);
   if (jsonFile) fs.writeFileSync(jsonFile, JSON.stringify(out, null, 2) + '\n');
 }
 

@@ -1,24 +1,24 @@
 'use strict';
-// Loads the addon (build/Release/outbox.node, made by tools/build.js at npm install) and
-// registers the error class it throws.
+// Loads the addon through node-gyp-build: build/Release (a build from source: tools/build.js at
+// install when no prebuild matched, or `npm run build` in a checkout), else the prebuild for this
+// platform in prebuilds/ (the tarball carries linux-x64 glibc), and registers the error class it
+// throws.
 const path = require('path');
 const { OutboxError } = require('./errors');
 
 function load() {
   const root = path.join(__dirname, '..');
-  const tried = [];
-  for (const p of [path.join(root, 'build', 'Release', 'outbox.node'), path.join(root, 'build', 'Debug', 'outbox.node')]) {
-    try {
-      return require(p);
-    } catch (e) {
-      if (e.code !== 'MODULE_NOT_FOUND') throw e;
-      tried.push(p);
-    }
+  try {
+    return require('node-gyp-build')(root);
+  } catch (e) {
+    if (!/No native build was found/.test(e.message)) throw e;
+    const err = new Error(`outbox: no native addon for this platform in ${root}: no prebuild matches and none was ` +
+      'built from source. Let the package\'s install script run (npm rebuild outbox; pnpm: allow it with ' +
+      '`pnpm approve-builds`), which builds it from the sources it carries (needs a C++ toolchain and the ' +
+      `libpq, librabbitmq-c and cJSON development files). ${e.message.trim()}`);
+    err.code = 'INTERNAL';
+    throw err;
   }
-  const e = new Error(`outbox: the native addon is not built (looked for ${tried.join(', ')}); run \`npm install\` ` +
-    'or `npm run build` in the package directory');
-  e.code = 'INTERNAL';
-  throw e;
 }
 
 const native = load();

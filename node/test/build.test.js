@@ -1,6 +1,8 @@
 'use strict';
 // How the addon was built: with the running Node's own headers (node-gyp --nodedir=<prefix>,
 // nothing downloaded), exporting only Node-API's entry points, and glue that sees outbox.h only.
+// The build is the prebuild's (tools/pack.js keeps prebuildify's build tree in
+// <work>/build), the addon the one the installed package loads.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
@@ -8,7 +10,8 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 
 const pkg = path.join(__dirname, '..');
-const build = path.join(pkg, 'build');
+const { dir: installed, project } = require('./outbox');
+const build = project ? path.join(require('../tools/pack').defaultWork(), 'build') : path.join(pkg, 'build');
 const prefix = path.resolve(path.dirname(process.execPath), '..');
 
 test('built against <node prefix>/include/node via --nodedir, no downloaded headers', () => {
@@ -23,6 +26,13 @@ test('built against <node prefix>/include/node via --nodedir, no downloaded head
     assert.ok(!/node-gyp[/\\]\d|\.cache[/\\]node-gyp/.test(text), `${mk} uses no downloaded headers`);
     assert.match(text, /-fexceptions/);
     assert.match(text, /-std=c\+\+17/);
+  }
+  // prebuildify hands node-gyp a --devdir of its own (tools/pack.js: <work>/gyp-devdir): with
+  // --nodedir nothing may land there.
+  if (project) {
+    const devdir = path.join(path.dirname(build), 'gyp-devdir');
+    const found = fs.existsSync(devdir) ? fs.readdirSync(devdir, { recursive: true }) : [];
+    assert.deepEqual(found, [], `nothing downloaded into ${devdir}`);
   }
   // The glue compiles with the public header only.
   const glue = fs.readFileSync(path.join(build, 'outbox.target.mk'), 'utf8');
@@ -40,7 +50,8 @@ test('bindings/node includes the public C header only', () => {
 });
 
 test('the addon exports only the Node-API entry points', () => {
-  const r = spawnSync('nm', ['-D', '--defined-only', path.join(build, 'Release', 'outbox.node')], { encoding: 'utf8' });
+  const addon = require(require.resolve('node-gyp-build', { paths: [installed] })).path(installed);
+  const r = spawnSync('nm', ['-D', '--defined-only', addon], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   const names = r.stdout.trim().split('\n').map((l) => l.trim().split(/\s+/).pop()).sort();
   assert.deepEqual(names, ['napi_register_module_v1', 'node_api_module_get_api_version_v1']);

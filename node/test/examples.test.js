@@ -13,8 +13,11 @@ const pkgDir = path.join(__dirname, '..');
 const examples = path.join(pkgDir, '..', 'examples', 'node');
 
 // The examples `require('outbox')`, `require('pg')` and `require('amqplib')` as an installed
-// project would (examples/node/package.json); here they resolve to this package and its modules.
+// project would (examples/node/package.json): here from the project the tarball was installed into
+// (scripts/test_node.sh), else this folder and its modules.
 function modulePath(t) {
+  const { project } = require('./outbox');
+  if (project) return path.join(project, 'node_modules');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'outbox-examples-'));
   fs.symlinkSync(pkgDir, path.join(dir, 'outbox'), 'dir');
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -113,7 +113,7 @@ test('a process (or worker thread) ends cleanly with objects never closed, logge
   const e = await env(t);
   const { spawnSync } = require('child_process');
   const script = `
-    const o = require(${JSON.stringify(require.resolve('..'))});
+    const o = require(${JSON.stringify(require('./outbox').dir)});
     const opts = ${JSON.stringify({ ...e.options, 'amqp.exchange': e.exchangeName('exit') })};
     const log = () => {};
     const r1 = new o.Relay({ ...opts, logger: log });

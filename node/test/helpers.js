@@ -5,7 +5,7 @@
 const crypto = require('crypto');
 const pg = require('pg');
 const amqp = require('amqplib');
-const outbox = require('..');
+const { outbox } = require('./outbox');
 
 const PG_URL = process.env.OUTBOX_PG_URL || 'postgresql://outbox:outbox@127.0.0.1:54329/outbox';
 const AMQP_URL = process.env.OUTBOX_AMQP_URL || 'amqp://outbox:outbox@127.0.0.1:56729/%2f';

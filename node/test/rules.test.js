@@ -6,9 +6,10 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
 const { env, event, pgClient, PG_URL, AMQP_URL } = require('./helpers');
-const native = require('../lib/native');
-const { FIELDS } = require('../lib/event');
-const { codeForSqlstate } = require('../lib/errors');
+const { dir } = require('./outbox');
+const native = require(path.join(dir, 'lib', 'native'));
+const { FIELDS } = require(path.join(dir, 'lib', 'event'));
+const { codeForSqlstate } = require(path.join(dir, 'lib', 'errors'));
 
 test('event fields: the library enumerates them; the typed OutboxEvent names the same ones', () => {
   const names = [];
@@ -49,7 +50,7 @@ test('the idempotency index the library names is the one the server reports on a
 });
 
 test('a Relay takes pg.url and amqp.url from the environment when the options have none', async () => {
-  const { Relay } = require('..');
+  const { Relay } = require('./outbox').outbox;
   const saved = { pg: process.env.OUTBOX_PG_URL, amqp: process.env.OUTBOX_AMQP_URL };
   try {
     delete process.env.OUTBOX_PG_URL;

@@ -1,18 +1,20 @@
 #!/usr/bin/env node
 'use strict';
-// Builds the native addon (npm's "install" script). Usage: node tools/build.js [--rebuild] [--debug]
+// Builds the native addon from source into build/ (tools/install.js runs it when no prebuild
+// matches; `npm run build` in a checkout). Usage: node tools/build.js [--rebuild] [--debug]
 //
 // - Node's headers come from the running Node's own prefix (<prefix>/include/node, where
 //   process.execPath is <prefix>/bin/node), passed to node-gyp as --nodedir: node-gyp then never
 //   downloads headers. A Node without its headers is an error, not a download.
 // - node-gyp is the one npm ships (npm_config_node_gyp in lifecycle scripts).
-// - The core is compiled from the repository (see binding.gyp, tools/paths.js); libpq,
+// - The core is compiled from src/ in an installed package, else from the checkout around node/
+//   (see binding.gyp, tools/paths.js); libpq,
 //   librabbitmq-c and cJSON come from the system through pkg-config (scripts/deps.sh installs them).
 // - Incremental: `configure` + `build` recompile only what changed; --rebuild starts clean.
 //   Jobs: OUTBOX_BUILD_JOBS (default 2).
-// - `npm install <path-to-node/>` from another project links this folder, and npm does not
-//   install a linked folder's dependencies; when node-addon-api or pg are missing here, their
-//   locked versions are installed into this folder first (npm ci --omit=dev, npm registry only).
+// - node-addon-api (header-only) is a dependency; when it cannot be found (a linked folder, whose
+//   dependencies npm does not install), the locked version is installed into this folder first
+//   (npm ci --omit=dev, npm registry only).
 const { spawnSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
@@ -65,7 +67,7 @@ function findNodeGyp() {
 const pkgDir = paths.packageDir();
 
 function missingDeps() {
-  return ['node-addon-api', 'pg'].filter((m) => {
+  return ['node-addon-api'].filter((m) => {
     try {
       require.resolve(`${m}/package.json`, { paths: [pkgDir] });
       return false;

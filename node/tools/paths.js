@@ -1,8 +1,10 @@
 'use strict';
-// Where the sources the addon is compiled from live. The package is built from the repository it
-// sits in: node/ is next to core/, capi/ and bindings/node/. That holds for `npm install` inside
-// node/ and for `npm install <path-to-node/>` from another project (npm links the folder, and the
-// link's real path is still inside the repository). OUTBOX_SOURCE_DIR overrides it.
+// Where the sources the addon is compiled from live:
+// - an installed package (the tarball of tools/pack.js) carries them in <package>/src (core/, capi/,
+//   bindings/node/src);
+// - in a checkout, node/ is next to core/, capi/ and bindings/node/ (a development build,
+//   `npm run build` in node/).
+// OUTBOX_SOURCE_DIR overrides both.
 const fs = require('fs');
 const path = require('path');
 
@@ -11,15 +13,16 @@ function packageDir() {
 }
 
 function repoRoot() {
-  const root = process.env.OUTBOX_SOURCE_DIR
-    ? path.resolve(process.env.OUTBOX_SOURCE_DIR)
-    : path.join(packageDir(), '..');
+  const shipped = path.join(packageDir(), 'src');
+  let root = path.join(packageDir(), '..');
+  if (process.env.OUTBOX_SOURCE_DIR) root = path.resolve(process.env.OUTBOX_SOURCE_DIR);
+  else if (fs.existsSync(path.join(shipped, 'capi', 'include', 'outbox.h'))) root = shipped;
   const header = path.join(root, 'capi', 'include', 'outbox.h');
   if (!fs.existsSync(header)) {
     throw new Error(
-      `outbox: cannot find the C sources (${header} is missing). The npm package compiles the ` +
-        'repository\'s core/ and capi/ sources; install it from a checkout (npm install <repo>/node) ' +
-        'or set OUTBOX_SOURCE_DIR to the repository root.');
+      `outbox: cannot find the C sources (${header} is missing). The package's tarball carries them ` +
+        'in src/ (make it with node tools/pack.js); a checkout has them next to node/; or set ' +
+        'OUTBOX_SOURCE_DIR to a repository root.');
   }
   return fs.realpathSync(root);
 }

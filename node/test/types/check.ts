@@ -1,8 +1,9 @@
-// Compiled (never run) by test/types.test.js: index.d.ts must describe the package as it is
-// used, with the real node-postgres types.
-import * as outbox from '../..';
-import { Outbox, OutboxError, Relay, Consumer, Message, Database, type OutboxEvent, type WriteResult } from '../..';
-import { Client, Pool } from 'pg';
+// Compiled (never run) by test/types.test.js with tsc --strict, as a CommonJS TypeScript module
+// of a project that installed the tarball: index.d.ts must describe the package as it is used,
+// with the real node-postgres types (pg.Client and PoolClient accepted as they are, no casts).
+import * as outbox from 'outbox';
+import { Outbox, OutboxError, Relay, Consumer, Message, Database, type OutboxEvent, type WriteResult } from 'outbox';
+import { Client, Pool, type PoolClient } from 'pg';
 
 async function main(): Promise<void> {
   const options = { 'outbox.schema': 'app', 'event.type_map': 'PRD=Product', 'relay.batch_size': 500, 'relay.listen': true };
@@ -67,6 +68,24 @@ async function main(): Promise<void> {
     await tx.query({ text: 'SELECT $1::text', values: [m.payload.PRD_ID] });
   }, { client });
   await consumer.consume(() => undefined, { pool });
+  // The handler's client has options.client's type (here pg's Client, with its generic query).
+  await consumer.consume(async (m, tx) => {
+    await tx.query('INSERT INTO app.search_index (id, doc) VALUES ($1, $2)', [m.aggregateId, m.payloadText]);
+    const r = await tx.query<{ n: number }>('SELECT 1 AS n');
+    const n: number = r.rows[0].n;
+    tx.on('notice', (msg) => console.log(msg.message)); // pg.Client's own API
+    console.log(n);
+  }, { client });
+  await consumer.consume(async (m, tx) => {
+    await tx.query({ text: 'INSERT INTO app.search_index (id, doc) VALUES ($1, $2)', values: [m.aggregateId, m.payloadText] });
+  }, { pool });
+  await consumer.consume(async (m, tx) => {
+    const r = await tx.query('SELECT $1::text AS id', [m.id]);
+    console.log(r.rows.length, r.rowCount);
+  });
+  const pc: PoolClient = await pool.connect();
+  await outbox.dedupe(pc, { consumer: 'c', eventId: id });
+  pc.release();
   consumer.stop();
   await consumer.close();
 
@@ -82,12 +101,4 @@ async function main(): Promise<void> {
   console.log(first, order, state, version, purged, published, outbox.version, outbox.configKeys()[0].help);
 }
 
-// @ts-expect-error: operation must be one of the five
-const bad: OutboxEvent = { aggregateType: 'PRD', aggregateId: '1', operation: 'UPSERT', payload: {} };
-// @ts-expect-error: a Relay needs options
-new Relay();
-// @ts-expect-error: write needs a client
-outbox.write({ aggregateType: 'PRD' });
-
 void main;
-void bad;

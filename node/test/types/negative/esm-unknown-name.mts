@@ -1,0 +1,3 @@
+// expect: TS2724 TS2305 -- a name the package does not export
+import { wirte } from 'outbox';
+export { wirte };
