@@ -11,15 +11,16 @@
 #     broker redelivers it), and one event is published twice (the relay); the inboxes skip both.
 # Then prints what each subscriber applied and checks it (scripts/demo_check.py): every event
 # written applied exactly once by every subscriber, the redeliveries seen and skipped; exits
-# non-zero if not. Installs what it needs (scripts/deps.sh, npm ci in examples/node, a venv under
-# $OUTBOX_RUN_DIR, a Composer project), builds, starts the services (they keep running:
-# scripts/services.sh down), stops the processes it started. Every wait has a time limit.
+# non-zero if not. Installs what it needs (scripts/deps.sh, the npm tarball of node/ into a
+# project, the corewrite-outbox wheel into a venv under $OUTBOX_RUN_DIR, a Composer project),
+# builds, starts the services (they keep running: scripts/services.sh down), stops the processes
+# it started. Every wait has a time limit.
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,16p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,17p' "$0"; exit 0; fi
 
 step() { printf '\n=== %s\n' "$*"; }
 die() { echo "demo: $*" >&2; exit 1; }
@@ -29,26 +30,29 @@ node_dir=${OUTBOX_DEMO_NODE_DIR:-$root/examples/node}
 run=$OUTBOX_RUN_DIR/demo-run   # installs that outlive a run: the Composer project
 
 # --- installs, each in one function ------------------------------------------------------------
-# The Node subscribers' packages, as examples/node/README.md installs them: npm ci from the
-# lockfile (amqplib, pg, and outbox = ../../node, whose install script builds the addon). Sets
-# node_path, where the subscribers' require() finds them (NODE_PATH).
+# The Node subscribers' packages, as examples/node/README.md installs them: the npm tarball of
+# node/ (scripts/node_package.sh: packed outside the source tree with its linux-x64 prebuild, which
+# is cached by the hash of its sources) installed into a project with pg and amqplib, install
+# scripts off. Sets node_path, where the subscribers' require() finds them (NODE_PATH).
 install_node() {
-  (cd "$root/examples/node" && timeout 600 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >/dev/null)
-  node_path=$root/examples/node/node_modules
+  timeout 900 "$root/scripts/node_package.sh" "$OUTBOX_RUN_DIR/node-demo" "amqplib@^0.10.9" >/dev/null
+  node_path=$OUTBOX_RUN_DIR/node-demo/node_modules
 }
-# The Python package, `pip install ./python`, into the venv scripts/test_python.sh uses
-# ($OUTBOX_RUN_DIR/venv); kept when the installed package is newer than every source it is built from.
-python=$OUTBOX_RUN_DIR/venv/bin/python
+# The Python distribution as python/README.md installs it: the self-contained wheel of
+# scripts/build_python_dist.sh (built when missing or older than its sources) and psycopg[binary],
+# in a venv of the demo's own ($OUTBOX_RUN_DIR/venv-demo).
+python=$OUTBOX_RUN_DIR/venv-demo/bin/python
 install_python() {
-  local venv=$OUTBOX_RUN_DIR/venv installed
-  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
-  timeout 300 "$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg>=3.1"
-  installed=$(cd / && "$venv/bin/python" -c 'import outbox, sys; sys.stdout.write(outbox.__file__)' 2>/dev/null || true)
-  if [[ -z $installed || -n $(find "$root/python" "$root/bindings/python" "$root/core" "$root/capi" -type f \
-        -newer "$installed" -not -path '*/__pycache__/*' -print -quit) ]]; then
-    timeout 900 "$venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps "$root/python" \
-      -Cbuild-dir="$OUTBOX_RUN_DIR/python-build"
+  local venv=$OUTBOX_RUN_DIR/venv-demo dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist} wheel
+  wheel=$(ls "$dist"/corewrite_outbox-*-manylinux_*.whl 2>/dev/null | head -n 1 || true)
+  if [[ -z $wheel || -n $(find "$root/python" "$root/bindings/python" "$root/core" "$root/capi" -type f \
+        -newer "$wheel" -not -path '*/__pycache__/*' -print -quit) ]]; then
+    OUTBOX_PY_DIST=$dist timeout 900 "$root/scripts/build_python_dist.sh" >/dev/null
   fi
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  timeout 300 "$venv/bin/python" -m pip install --disable-pip-version-check -q "psycopg[binary]>=3.1"
+  timeout 300 "$venv/bin/python" -m pip install --disable-pip-version-check -q --force-reinstall --no-deps \
+    --no-index --only-binary corewrite-outbox --find-links "$dist" corewrite-outbox
 }
 # The PHP package as php/README.md installs it: a Composer project requiring outbox/outbox from
 # this checkout's php/ (a path repository, Packagist off, so offline).
@@ -102,7 +106,7 @@ export OUTBOX_PG_URL OUTBOX_AMQP_URL
 "$root/scripts/build.sh" release
 prefix=$root/_install
 export PATH="$prefix/bin:$PATH"
-step "installs: npm ci (examples/node), pip install ./python (venv), composer install (php/)"
+step "installs: the npm tarball (node/), the corewrite-outbox wheel (python/), composer install (php/)"
 start=$SECONDS
 install_node
 install_python
