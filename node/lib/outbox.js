@@ -8,7 +8,7 @@ const native = require('./native');
 const { makeConfig } = require('./config');
 const { newEvent, hasIdempotencyKey } = require('./event');
 const { outboxError, typeError, fromPg, codeForSqlstate } = require('./errors');
-const { MIGRATE_TARGETS } = require('./constants');
+const { MIGRATE_TARGETS, dedupeResult } = require('./constants');
 
 const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
 
@@ -67,18 +67,6 @@ function nullable(v) {
   return v === undefined || v === null ? null : String(v);
 }
 
-// What the dedupe statement's row means (as the library's inbox::interpret).
-function interpretDedupe(key, firstTime, previous, checkOrder) {
-  const previousSeq = previous === null ? 0 : previous;
-  const res = { firstTime, order: 'UNCHECKED', previousSeq };
-  const seq = Number(key.seq || 0);
-  if (!firstTime || !checkOrder || !(seq > 0) || !key.aggregateType || !key.aggregateId) return res;
-  if (previous !== null && seq <= previous) res.order = 'STALE';
-  else if (seq > previousSeq + 1) res.order = 'GAP';
-  else res.order = 'IN_ORDER';
-  return res;
-}
-
 // A statement name per distinct SQL text: node-postgres prepares a named statement once per
 // connection and then only binds parameters, so the server does not parse and plan the write's
 // CTE again for every event.
@@ -106,7 +94,6 @@ class Outbox {
     this._schema = native.config_get(this._cfg, 'outbox.schema');
     this._table = native.config_get(this._cfg, 'outbox.table');
     this._idempotencyIndex = native.idempotency_index(this._cfg);
-    this._checkOrder = native.config_get(this._cfg, 'inbox.order_check') === 'true';
   }
 
   get options() {
@@ -228,8 +215,10 @@ class Outbox {
     }
     const r = await query(client, this._query('outbox_dedupe', st), 'outbox dedupe');
     const row = r.rows[0];
-    const previous = row[1] === null || row[1] === undefined ? null : Number(row[1]);
-    return interpretDedupe(key, row[0] === true || row[0] === 't', previous, this._checkOrder);
+    const previous = row[1] === null || row[1] === undefined ? null : BigInt(row[1]);
+    // The library's order check (outbox_dedupe_interpret), not a copy of it.
+    return dedupeResult(native.dedupe_interpret(this._cfg, nullable(key.aggregateType), nullable(key.aggregateId),
+      key.seq === undefined || key.seq === null ? 0 : key.seq, row[0] === true || row[0] === 't', previous));
   }
 
   /** Opens a connection the library owns (outbox_db_open), with this configuration. */
@@ -264,4 +253,4 @@ class Outbox {
   }
 }
 
-module.exports = { Outbox, interpretDedupe, checkClient, txStatus };
+module.exports = { Outbox, checkClient, txStatus };

@@ -271,6 +271,11 @@ test('dedupe with node-postgres: first time, duplicate, stale and gap', async (t
   t.after(() => db.close());
   assert.equal((await db.dedupe(key(ids[1], 2))).firstTime, false, 'the Database path sees the same inbox');
   await assert.rejects(e.outbox.dedupe(client, key('not-a-uuid', 1)), { code: 'INVALID_ARGUMENT' });
+  // The verdict is the library's (outbox_dedupe_interpret): inbox.order_check=false is honoured here too.
+  const unchecked = new outbox.Outbox({ ...e.options, 'inbox.order_check': false });
+  const late = '01936f3c-8a2e-7c4d-9f1e-2b3c4d5e6f74';
+  assert.deepEqual(await unchecked.dedupe(client, { ...key(late, 9), aggregateId: '2' }),
+    { firstTime: true, order: 'UNCHECKED', previousSeq: 0 });
 });
 
 test('relay: step() then settle() reports every mark once and releases the batch claimed ahead', async (t) => {

@@ -69,6 +69,28 @@ Napi::Value RenderDedupe(const Napi::CallbackInfo &info) {
     return wrap(info.Env(), st);
 }
 
+// dedupe_interpret(cfg | null, aggregate_type | null, aggregate_id | null, seq, first_time, previous_seq | null)
+//   -> {first_time, order, previous_seq}: what a rendered dedupe statement's row means
+//   (outbox_dedupe_interpret), so node-postgres callers get the library's order check.
+Napi::Value DedupeInterpret(const Napi::CallbackInfo &info) {
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    bool has_type = false;
+    bool has_id = false;
+    const std::string type = opt_str_arg(info, 1, "aggregate_type", has_type);
+    const std::string id = opt_str_arg(info, 2, "aggregate_id", has_id);
+    const int64_t seq = info[3].IsUndefined() || info[3].IsNull() ? 0 : int64_arg(info, 3, "seq");
+    if (!info[4].IsBoolean()) {
+        throw type_error(info.Env(), "first_time must be a boolean");
+    }
+    const int64_t previous = info[5].IsUndefined() || info[5].IsNull() ? -1 : int64_arg(info, 5, "previous_seq");
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    check(info.Env(), outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr, has_type ? type.c_str() : nullptr,
+                                              has_id ? id.c_str() : nullptr, seq,
+                                              info[4].As<Napi::Boolean>().Value() ? 1 : 0, previous));
+    return dedupe_object(info.Env(), r);
+}
+
 // inbox_purge(db, older_than_s, batch) -> Promise<deleted>
 class PurgeWorker : public Worker {
   public:
@@ -390,6 +412,7 @@ Napi::Value MessagePreviousSeq(const Napi::CallbackInfo &info) {
 void register_consumer(Napi::Env env, Napi::Object exports) {
     def(env, exports, "consumer_dedupe", ConsumerDedupe);
     def(env, exports, "render_dedupe", RenderDedupe);
+    def(env, exports, "dedupe_interpret", DedupeInterpret);
     def(env, exports, "inbox_purge", InboxPurge);
     def(env, exports, "consumer_new", ConsumerNew);
     def(env, exports, "consumer_free", ConsumerFree);
