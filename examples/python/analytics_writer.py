@@ -42,7 +42,7 @@ def main() -> int:
     table = f'"{schema}".analytics_events'
 
     with psycopg.connect(url) as conn:
-        outbox.migrate(conn, config=config, target="inbox")
+        outbox.migrate(url, config=config, target="inbox")
         with conn.transaction():
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {table} (event_id uuid PRIMARY KEY, event_type text NOT NULL,"

@@ -34,8 +34,10 @@ class OrderService:
         self.config = config
         self.orders = f'"{config["outbox.schema"]}".orders'
 
-    def ensure_schema(self) -> None:
-        outbox.migrate(self.conn, config=self.config)  # outbox + inbox tables, idempotent
+    def ensure_schema(self, url: str) -> None:
+        # The tables, idempotently, on a connection of the library's own (a psycopg[binary]
+        # connection bundles another libpq, so it cannot be lent to the migration).
+        outbox.migrate(url, config=self.config)
         with self.conn.transaction():
             self.conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {self.orders} (id uuid PRIMARY KEY, customer_id text NOT NULL,"
@@ -93,7 +95,7 @@ def main() -> int:
     committed = 0
     with psycopg.connect(url) as conn:
         service = OrderService(conn, config)
-        service.ensure_schema()
+        service.ensure_schema(url)
         for i in range(1, args.count + 1):
             total = decimal.Decimal(random.randint(500, 50000)) / 100
             fail = args.fail_every > 0 and i % args.fail_every == 0
