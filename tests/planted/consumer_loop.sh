@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The consumer's exactly-once loop lives once, in core (outbox_consumer_settle and friends): a bug
+# planted there must be caught by the C, the Python and the Node suites alike. For each planted bug
+# this script takes a clean copy of the committed tree (git clone of HEAD into
+# $OUTBOX_RUN_DIR/planted), changes one line of core/consumer.cpp, and runs the three suites on that
+# copy exactly as the test command does (scripts/suites.sh cxx_suite, python_suite, node_suite),
+# each with a time limit. Every suite must FAIL, and name the test that caught the bug.
+#   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (default: both)
+# Expects the services up with OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/services.sh up;
+# eval "$(scripts/services.sh env)"). Takes 10-20 minutes per bug on 2 cores (three builds).
+# Exits 0 only when every suite caught every bug. Not part of the test command: run it by hand.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,11p' "$0"; exit 0; fi
+: "${OUTBOX_PG_URL:?export the services' URLs: eval \"\$(scripts/services.sh env)\"}"
+: "${OUTBOX_AMQP_URL:?export the services' URLs}"
+run_dir=${OUTBOX_RUN_DIR:-$root/.run}/planted
+bugs=("$@")
+[[ ${#bugs[@]} -gt 0 ]] || bugs=(db-lost-counted limit-off-by-one)
+
+# plant BUG FILE: rewrites one line of FILE; fails when the line it expects is not there.
+plant() {
+  local file=$1/core/consumer.cpp before after
+  case $2 in
+    db-lost-counted) # the rule the issue names: a lost database under the handler is no attempt
+      before='        outcome = Outcome::not_processed;'
+      after='        // (planted) outcome = Outcome::not_processed;' ;;
+    limit-off-by-one) # dead-letter one attempt late
+      before='        if (s.attempt >= cfg_.consumer_delivery_limit) {'
+      after='        if (s.attempt > cfg_.consumer_delivery_limit) {' ;;
+    *) echo "unknown bug '$2' (db-lost-counted, limit-off-by-one)" >&2; return 2 ;;
+  esac
+  [[ $(grep -cxF -- "$before" "$file") == 1 ]] || { echo "plant $2: the line is not in $file once" >&2; return 1; }
+  python3 - "$file" "$before" "$after" <<'EOF'
+import sys
+path, before, after = sys.argv[1:]
+text = open(path).read()
+open(path, "w").write(text.replace(before + "\n", after + "\n", 1))
+EOF
+  git -C "$1" diff --stat
+}
+
+caught=0 missed=0
+for bug in "${bugs[@]}"; do
+  src=$run_dir/$bug
+  rm -rf "$src"
+  mkdir -p "$run_dir"
+  git clone -q "$root" "$src"
+  [[ -d $root/../shared && ! -e $src/../shared ]] && ln -s "$root/../shared" "$src/../shared" 2>/dev/null || true
+  plant "$src" "$bug"
+  echo "=== planted $bug in $src"
+  for s in cxx_suite python_suite node_suite; do
+    log=$run_dir/$bug.$s.log
+    rc=0
+    OUTBOX_RUN_DIR=$src/.run timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
+    failing=$(grep -E '^\[  FAILED  \] [A-Za-z]|^FAILED |^not ok |^# fail [1-9]|^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Failed' "$log" \
+      | grep -v ' listed below' | sort -u | head -8 || true)
+    if [[ $rc != 0 ]]; then
+      caught=$((caught + 1))
+      echo "  caught  $bug by $s (exit $rc; $log):"
+      sed 's/^/            /' <<<"${failing:-(see the log)}"
+    else
+      missed=$((missed + 1))
+      echo "  MISSED  $bug: $s passed with the bug planted ($log)"
+    fi
+  done
+done
+echo "planted bugs: caught $caught time(s), missed $missed time(s)"
+[[ $missed == 0 ]]
