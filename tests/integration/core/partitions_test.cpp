@@ -3,9 +3,11 @@
 // partition, and a slow handler while ownership moves, never handle one partition at once;
 // effects stay exactly once and in per-aggregate order; another partition count is refused;
 // a poison event is dead-lettered with its aggregate while that aggregate's later events go on;
-// a plain subscriber of the same exchange is unaffected. A service that cannot be reached makes
-// these tests fail.
+// a plain subscriber of the same exchange and `outbox tail` are unaffected. A service that cannot
+// be reached makes these tests fail.
+#include "child_process.hpp"
 #include "relay_fixture.hpp"
+#include "test_shell.hpp"
 
 #include "consumer.hpp"
 #include "error.hpp"
@@ -14,10 +16,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace outbox_test;
@@ -431,4 +438,61 @@ TEST_F(PartitionTest, PoisonEventIsDeadLetteredWithItsAggregateAndLaterEventsGoO
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(orders, (std::vector<std::string>{"1:in_order", "3:gap", "4:in_order"}));
     EXPECT_NE(a.log_text().find("of aggregate PRD:bad0"), std::string::npos) << a.log_text();
+}
+
+// The exchange's other readers see nothing new: while two instances of a partitioned subscriber
+// consume, `outbox tail` (its own temporary queue on the fanout exchange) prints every event once,
+// each aggregate's in seq order. (The documents' amqplib subscriber: node/test/partitions.test.js.)
+TEST_F(PartitionTest, OutboxTailShowsEveryEventWhileAPartitionedSubscriberConsumes) {
+    constexpr int kEvents = 120;
+    const std::string name = subscriber("it-tail", 4);
+    auto handler_for = [&](const std::string &instance) {
+        return
+            [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, name, d, instance); };
+    };
+    Instance a(partitioned(4, "a"), name, handler_for("a"));
+    Instance b(partitioned(4, "b"), name, handler_for("b"));
+    // a gives b its half at a's next heartbeat.
+    ASSERT_TRUE(eventually([&] { return a.held().size() == 2 && b.held().size() == 2; }, 10s))
+        << a.log_text() << b.log_text();
+    ChildProcess tail({OUTBOX_CLI_PATH, "tail", "--json", "--count", std::to_string(kEvents), "--timeout", "60",
+                       "--amqp-url", amqp_url(), "--exchange", cfg.exchange});
+    ASSERT_TRUE(tail.wait_output("tailing exchange", 15000)) << tail.output();
+
+    const std::vector<std::string> ids = write_events(kEvents, 12, "tl");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= kEvents; }, 30s)) << rows(name) << "\n" << a.log_text();
+    ASSERT_EQ(tail.wait(30000), 0) << tail.output();
+
+    // The event ids `outbox tail` printed, in the order it printed them.
+    std::vector<std::string> printed;
+    std::istringstream lines(tail.output());
+    std::string line;
+    const std::regex id_field(R"re("OUTBOX_ID":"([0-9a-f-]{36})")re");
+    while (std::getline(lines, line)) {
+        std::smatch m;
+        if (!line.empty() && line[0] == '{' && std::regex_search(line, m, id_field)) {
+            printed.push_back(m[1]);
+        }
+    }
+    ASSERT_EQ(printed.size(), static_cast<size_t>(kEvents)) << tail.output();
+    EXPECT_EQ(std::set<std::string>(printed.begin(), printed.end()), std::set<std::string>(ids.begin(), ids.end()))
+        << "tail printed another set of events, or one twice";
+    std::map<std::string, std::pair<std::string, long>> where; // event id -> (aggregate, seq)
+    outbox::pg::Result r = db->exec("SELECT outbox_id::text, aggregate_id, seq FROM " + table());
+    for (int i = 0; i < r.rows(); ++i) {
+        where[std::string(r.get(i, 0))] = {std::string(r.get(i, 1)), static_cast<long>(r.get_int(i, 2))};
+    }
+    std::map<std::string, long> last_seq;
+    for (const auto &id : printed) {
+        const auto &[aggregate, seq] = where.at(id);
+        EXPECT_EQ(seq, last_seq[aggregate] + 1) << "tail printed " << aggregate << " seq " << seq << " out of order";
+        last_seq[aggregate] = seq;
+    }
+    EXPECT_EQ(not_once(name), 0);
+    EXPECT_EQ(order_violations(name), 0);
+    EXPECT_EQ(scalar_long("SELECT count(DISTINCT instance) FROM " + effects() + " WHERE consumer = '" + name + "'"), 2)
+        << "both instances consumed while tail ran";
+    EXPECT_EQ(a.error(), "");
+    EXPECT_EQ(b.error(), "");
 }
