@@ -3,8 +3,8 @@
 // partition, and a slow handler while ownership moves, never handle one partition at once;
 // effects stay exactly once and in per-aggregate order; another partition count is refused;
 // a poison event is dead-lettered with its aggregate while that aggregate's later events go on;
-// a plain subscriber of the same exchange and `outbox tail` are unaffected. A service that cannot
-// be reached makes these tests fail.
+// a plain subscriber of the same exchange and `outbox tail` are unaffected; the partition count
+// changes by the README's procedure. A service that cannot be reached makes these tests fail.
 #include "child_process.hpp"
 #include "relay_fixture.hpp"
 #include "test_shell.hpp"
@@ -214,6 +214,83 @@ class Overlap {
 };
 
 std::set<int> as_set(const std::vector<int> &v) { return {v.begin(), v.end()}; }
+
+std::string services() {
+    return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh";
+}
+
+// The `outbox relay` daemon as an operator runs it, on this test's schema and exchange.
+std::vector<std::string> relay_daemon(const outbox::Config &cfg) {
+    const std::string pg = pg_url(), amqp = amqp_url();
+    const std::string exchange = "amqp.exchange=" + cfg.exchange, relay = "relay.name=" + cfg.relay_name;
+    return {OUTBOX_CLI_PATH, "relay",  "--pg-url", pg,    "--amqp-url",         amqp, "--schema",    cfg.schema,
+            "--set",         exchange, "--set",    relay, "--poll-interval-ms", "50", "--log-level", "warn"};
+}
+
+// Messages per queue, read with the README's `rabbitmqctl list_queues name messages`.
+std::map<std::string, long> queue_depths(std::string *out) {
+    int rc = -1;
+    *out = shell(services() + " rabbitmqctl list_queues name messages", &rc);
+    std::map<std::string, long> depths;
+    if (rc != 0) {
+        return depths;
+    }
+    std::istringstream in(*out);
+    std::string line;
+    const std::regex row(R"(^(\S+)\t(\d+)$)");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (std::regex_match(line, m, row)) {
+            depths[m[1]] = std::stol(m[2]);
+        }
+    }
+    return depths;
+}
+
+// Writes one event every `every` over `aggregates` aggregates, each in its own transaction on a
+// connection of its own, until stop().
+class Writer {
+  public:
+    Writer(const outbox::Config &cfg, int aggregates, const std::string &tag, std::chrono::milliseconds every)
+        : thread_([this, cfg, aggregates, tag, every] {
+              try {
+                  outbox::pg::Conn conn = outbox::pg::Conn::open(pg_url());
+                  outbox::Event ev;
+                  ev.set("aggregate_type", "PRD");
+                  ev.set("operation", "PUT");
+                  for (long i = 0; !stop_.load(); ++i) {
+                      ev.set("aggregate_id", tag + std::to_string(i % aggregates));
+                      ev.set("payload", "{\"i\":" + std::to_string(i) + "}");
+                      outbox::store::write(conn, cfg, ev);
+                      ++written_;
+                      std::this_thread::sleep_for(every);
+                  }
+              } catch (const std::exception &e) {
+                  error_ = e.what();
+              }
+          }) {}
+    Writer(const Writer &) = delete;
+    Writer &operator=(const Writer &) = delete;
+    ~Writer() { stop(); }
+    // Stops and joins; returns the number of events committed, "" or the error in *error.
+    long stop(std::string *error = nullptr) {
+        stop_ = true;
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+        if (error != nullptr) {
+            *error = error_;
+        }
+        return written_.load();
+    }
+    [[nodiscard]] long written() const { return written_.load(); }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::atomic<long> written_{0};
+    std::string error_;
+    std::thread thread_; // last: starts once the members above exist
+};
 
 } // namespace
 
@@ -495,4 +572,92 @@ TEST_F(PartitionTest, OutboxTailShowsEveryEventWhileAPartitionedSubscriberConsum
         << "both instances consumed while tail ran";
     EXPECT_EQ(a.error(), "");
     EXPECT_EQ(b.error(), "");
+}
+
+// The README's procedure for changing P ("Changing P": drain, rebind, resume), done with its
+// commands from 4 to 8 while a writer commits events throughout: the `outbox relay` daemon
+// stopped, the partition queues emptied (watched with `rabbitmqctl list_queues name messages`),
+// the instances stopped, the queues deleted with `rabbitmqctl delete_queue`, the recorded count
+// deleted, the instances started with 8, then the relay. Every event's effect exactly once, and
+// each aggregate's in seq order across the change, aggregates that moved to another queue included.
+TEST_F(PartitionTest, ChangingThePartitionCountByTheReadmeProcedureLosesNothingAndKeepsOrder) {
+    const std::string name = subscriber("it-repart", 8); // clean-up: p0 .. p7
+    auto handler_for = [&](const std::string &instance) {
+        return
+            [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, name, d, instance); };
+    };
+    auto a = std::make_unique<Instance>(partitioned(4, "a"), name, handler_for("a"));
+    auto b = std::make_unique<Instance>(partitioned(4, "b"), name, handler_for("b"));
+    auto relay = std::make_unique<ChildProcess>(relay_daemon(cfg));
+    Writer writer(cfg, 24, "rp", 20ms);
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 60; }, 30s)) << rows(name) << "\n" << relay->output();
+
+    // 1. Drain: stop the relays; let the instances empty p0 .. p3; stop them.
+    ASSERT_EQ(relay->terminate(), 0) << relay->output();
+    const long written_at_drain = writer.written();
+    std::string listing;
+    ASSERT_TRUE(eventually(
+        [&] {
+            auto depths = queue_depths(&listing);
+            long left = 0;
+            for (int i = 0; i < 4; ++i) {
+                auto it = depths.find(outbox::partitions::partition_queue(name, i));
+                left += it == depths.end() ? 1000000 : it->second;
+            }
+            return left == 0;
+        },
+        60s, 200ms))
+        << listing;
+    a->stop();
+    b->stop();
+    a.reset();
+    b.reset();
+    EXPECT_EQ(rows(name), scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"))
+        << "the instances stopped before every published event was consumed";
+
+    // 2. Rebind: delete the empty partition queues, forget the recorded count.
+    for (int i = 0; i < 4; ++i) {
+        int rc = -1;
+        const std::string q = outbox::partitions::partition_queue(name, i);
+        const std::string out = shell(services() + " rabbitmqctl delete_queue " + q, &rc);
+        ASSERT_EQ(rc, 0) << out;
+    }
+    db->exec("DELETE FROM \"" + cfg.schema + "\".outbox_inbox_partitionings WHERE consumer = $1", {name});
+    EXPECT_GT(writer.written(), written_at_drain) << "the writer went on committing during the drain";
+
+    // 3. Resume: the instances with 8 partitions, then the relay.
+    a = std::make_unique<Instance>(partitioned(8, "a"), name, handler_for("a"));
+    b = std::make_unique<Instance>(partitioned(8, "b"), name, handler_for("b"));
+    EXPECT_EQ(scalar_long("SELECT partitions FROM \"" + cfg.schema +
+                          "\".outbox_inbox_partitionings WHERE consumer = '" + name + "'"),
+              8);
+    relay = std::make_unique<ChildProcess>(relay_daemon(cfg));
+    const long resumed_at = writer.written();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= resumed_at + 60; }, 60s)) << rows(name) << " " << resumed_at;
+    std::string writer_error;
+    const long written = writer.stop(&writer_error);
+    EXPECT_EQ(writer_error, "");
+    ASSERT_TRUE(eventually([&] { return rows(name) >= written; }, 60s))
+        << rows(name) << " of " << written << "\n"
+        << relay->output() << a->log_text() << b->log_text();
+    std::this_thread::sleep_for(500ms); // a duplicate effect would show up now
+    EXPECT_EQ(relay->terminate(), 0) << relay->output();
+
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table()), written);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status <> 'PUBLISHED'"), 0);
+    EXPECT_EQ(rows(name), written);
+    EXPECT_EQ(not_once(name), 0) << "an event lost or applied twice";
+    EXPECT_EQ(order_violations(name), 0) << "an aggregate's events applied out of seq order";
+    EXPECT_GT(
+        scalar_long("SELECT count(DISTINCT part) FROM " + effects() + " WHERE consumer = '" + name + "' AND part >= 4"),
+        0)
+        << "the new partitions p4 .. p7 were never consumed";
+    const long moved = scalar_long("SELECT count(*) FROM (SELECT aggregate FROM " + effects() + " WHERE consumer = '" +
+                                   name + "' GROUP BY aggregate HAVING count(DISTINCT part) > 1) moved");
+    EXPECT_GT(moved, 0) << "no aggregate moved to another queue: the change was not exercised";
+    std::printf("[ stats    ] %ld events, %ld of them committed while the relay was stopped; %ld of 24 aggregates "
+                "moved to another partition queue\n",
+                written, resumed_at - written_at_drain, moved);
+    EXPECT_EQ(a->error(), "");
+    EXPECT_EQ(b->error(), "");
 }
