@@ -4,7 +4,8 @@
 // effects stay exactly once and in per-aggregate order; another partition count is refused;
 // a poison event is dead-lettered with its aggregate while that aggregate's later events go on;
 // a plain subscriber of the same exchange and `outbox tail` are unaffected; the partition count
-// changes by the README's procedure. A service that cannot be reached makes these tests fail.
+// changes by the README's procedure; a killed instance's partitions are taken over within the
+// lease. A service that cannot be reached makes these tests fail.
 #include "child_process.hpp"
 #include "relay_fixture.hpp"
 #include "test_shell.hpp"
@@ -660,4 +661,119 @@ TEST_F(PartitionTest, ChangingThePartitionCountByTheReadmeProcedureLosesNothingA
                 written, resumed_at - written_at_drain, moved);
     EXPECT_EQ(a->error(), "");
     EXPECT_EQ(b->error(), "");
+}
+
+// kill -9 of an instance process (the fault suite's consumer, public C API) while another runs:
+// the survivor consumes the dead instance's partitions within the lease, one heartbeat
+// (lease / 4) and a margin for reconnecting and the first message on a loaded 2-core machine.
+TEST_F(PartitionTest, KilledInstanceProcessIsTakenOverWithinTheLeaseAndAHeartbeat) {
+    constexpr int kLeaseMs = 1500; // the fixture's consumer.lease_ms
+    constexpr int kHeartbeatMs = kLeaseMs / 4;
+    constexpr int kMarginMs = 1500;
+    constexpr int kBoundMs = kLeaseMs + kHeartbeatMs + kMarginMs;
+    constexpr int kEvents = 400;
+    const std::string name = subscriber("it-kill", 4);
+    // The fault consumer's effects table: one row per (consumer, event), n its applications.
+    db->exec_simple("DROP TABLE " + effects());
+    db->exec_simple(
+        "CREATE TABLE " + effects() +
+        " (applied bigserial, consumer text NOT NULL, outbox_id text NOT NULL, aggregate_id text NOT NULL,"
+        " seq bigint NOT NULL, n int NOT NULL, instance text, part int, PRIMARY KEY (consumer, outbox_id))");
+    const std::string log_path = ::testing::TempDir() + "outbox-killed-instance-" + suffix + ".log";
+    std::remove(log_path.c_str());
+    ChildProcess doomed({OUTBOX_FAULT_CONSUMER_PATH, "--name", name, "--schema", cfg.schema, "--exchange", cfg.exchange,
+                         "--log", log_path, "--handler-sleep-us", "100000", "--set", "consumer.partitions=4", "--set",
+                         "consumer.instance=a-doomed", "--set", "consumer.lease_ms=" + std::to_string(kLeaseMs)},
+                        {"OUTBOX_PG_URL=" + consumer_pg_url(), "OUTBOX_AMQP_URL=" + amqp_url()});
+    auto log_text = [&] {
+        std::ifstream in(log_path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    };
+    ASSERT_TRUE(eventually([&] { return log_text().find("partitions [0,1,2,3] of 4") != std::string::npos; }, 20s))
+        << log_text() << doomed.output();
+
+    // The survivor, in this process: when it first handled a message of each partition after the kill.
+    std::mutex mu;
+    std::map<int, Clock::time_point> first_after_kill;
+    std::optional<Clock::time_point> killed_at;
+    Instance survivor(partitioned(4, "b-survivor"), name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            if (killed_at && first_after_kill.count(d.partition) == 0) {
+                first_after_kill[d.partition] = Clock::now();
+            }
+        }
+        tx.exec("INSERT INTO " + effects() +
+                    " (consumer, outbox_id, aggregate_id, seq, n, instance, part) VALUES ($1, $2, $3, $4, 1, $5, $6)"
+                    " ON CONFLICT (consumer, outbox_id) DO UPDATE SET n = effects.n + 1",
+                {name, d.event_id, d.aggregate_id, std::to_string(d.seq), "b-survivor", std::to_string(d.partition)});
+    });
+    // Sorted, "a-doomed" keeps 0 and 2, "b-survivor" gets 1 and 3.
+    ASSERT_TRUE(eventually([&] { return log_text().find("partitions [0,2] of 4") != std::string::npos; }, 20s))
+        << log_text();
+    ASSERT_TRUE(eventually([&] { return as_set(survivor.held()) == std::set<int>{1, 3}; }, 20s)) << survivor.log_text();
+
+    write_events(kEvents, 40, "k");
+    relay_all();
+    const std::string doomed_rows =
+        "SELECT count(*) FROM " + effects() + " WHERE consumer = '" + name + "' AND instance IS NULL";
+    // The doomed instance handles 10 messages a second per partition: a backlog stays in 0 and 2.
+    ASSERT_TRUE(eventually([&] { return scalar_long(doomed_rows) >= 10; }, 20s)) << log_text();
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        killed_at = Clock::now();
+    }
+    doomed.signal(SIGKILL);
+    ASSERT_EQ(doomed.wait(5000), 128 + SIGKILL);
+    const long handled_by_doomed = scalar_long(doomed_rows);
+
+    std::optional<Clock::time_point> assigned_at;
+    ASSERT_TRUE(eventually(
+        [&] {
+            if (!assigned_at && survivor.held().size() == 4) {
+                assigned_at = Clock::now();
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            return first_after_kill.count(0) != 0 && first_after_kill.count(2) != 0;
+        },
+        std::chrono::milliseconds(kBoundMs * 4), 5ms))
+        << survivor.log_text();
+    auto ms = [&](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t - *killed_at).count();
+    };
+    long long took = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        took = std::max(ms(first_after_kill[0]), ms(first_after_kill[2]));
+    }
+    std::printf("[ takeover ] kill -9 of the instance holding partitions 0 and 2: the survivor held all 4 after "
+                "%lld ms and had consumed from both after %lld ms (bound %d ms = lease %d + heartbeat %d + margin "
+                "%d)\n",
+                assigned_at ? static_cast<long long>(ms(*assigned_at)) : -1LL, took, kBoundMs, kLeaseMs, kHeartbeatMs,
+                kMarginMs);
+    EXPECT_LE(took, kBoundMs) << "the dead instance's partitions were taken over too late";
+    EXPECT_GE(took, kLeaseMs - kHeartbeatMs) << "taken over before the lease could have run out: not by the lease?";
+
+    ASSERT_TRUE(eventually(
+        [&] {
+            return scalar_long("SELECT count(*) FROM " + effects() + " WHERE consumer = '" + name + "'") >= kEvents;
+        },
+        60s))
+        << survivor.log_text();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(handled_by_doomed, 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " o LEFT JOIN " + effects() +
+                          " e ON e.outbox_id = o.outbox_id::text AND e.consumer = '" + name +
+                          "' WHERE coalesce(e.n, 0) <> 1"),
+              0)
+        << "an event lost or applied twice";
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY aggregate_id ORDER BY "
+                          "applied) AS prev FROM " +
+                          effects() + " WHERE consumer = '" + name +
+                          "') x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)"),
+              0)
+        << "an aggregate's events applied out of seq order";
+    EXPECT_EQ(survivor.error(), "");
 }
