@@ -1,8 +1,10 @@
 // Security: least-privilege roles (packaging/roles.sql) with the real writer, relay and consumer;
-// TLS to RabbitMQ (amqps://) and PostgreSQL (sslmode=verify-full) with the throwaway CA of
-// scripts/services.sh, and a wrong CA refused; no password in any output of the CLI, the logs or
-// the C API's messages; injection strings at every string input and name option.
+// TLS to RabbitMQ (amqps://, also per address of a broker list) and PostgreSQL
+// (sslmode=verify-full) with the throwaway CA of scripts/services.sh, and a wrong CA refused; no
+// password in any output of the CLI, the logs or the C API's messages; injection strings at every
+// string input and name option.
 // Real PostgreSQL and RabbitMQ; a test that cannot reach them fails.
+#include "closed_port.hpp"
 #include "test_env.hpp"
 #include "test_shell.hpp"
 
@@ -347,6 +349,99 @@ TEST_F(SecTest, RelayOverAmqpsAndVerifiedPostgresTls) {
     EXPECT_EQ(outbox_relay_step(relay, nullptr), OUTBOX_OK) << outbox_last_error();
     outbox_relay_free(relay);
     shell("rm -rf " + dir, &rc);
+}
+
+// TLS per address of a broker list (amqp.url naming several nodes, each with its own scheme): the
+// first address dead, the second the local AMQPS listener. A consumer and relays connect to the
+// second over TLS (amqp.tls.ca applies to it) and publish and receive, in a list of amqps://
+// addresses and in mixed amqp:// / amqps:// lists; without the test's CA the same list is refused
+// at the TLS handshake, so the second address really is spoken to over TLS.
+TEST_F(SecTest, AmqpsPerAddressOfABrokerListWhoseFirstNodeIsDead) {
+    const char *amqps = std::getenv("OUTBOX_AMQPS_URL");
+    const char *ca = std::getenv("OUTBOX_TLS_CA");
+    ASSERT_TRUE(amqps != nullptr && ca != nullptr)
+        << "OUTBOX_AMQPS_URL and OUTBOX_TLS_CA come from `eval \"$(scripts/services.sh env)\"`";
+    ASSERT_TRUE(std::ifstream(ca).good()) << ca << " missing: restart the services (scripts/services.sh down; up)";
+    const ClosedPort dead;
+    ASSERT_GT(dead.port, 0);
+    const auto node_of = [](const std::string &url) {
+        const size_t at = url.rfind('@');
+        return url.substr(at + 1, url.find('/', at) - at - 1);
+    };
+    const std::string tls_node = node_of(amqps), plain_node = node_of(amqp_url());
+    const std::string dead_rest = "DeadN0de" + tag + "@127.0.0.1:" + std::to_string(dead.port) + "/%2f";
+    const std::string dead_amqp = "amqp://outbox:" + dead_rest, dead_amqps = "amqps://outbox:" + dead_rest;
+    set("pg.url", pg_url());
+    set("amqp.tls.ca", ca);
+    std::string logs;
+    auto sink = [](outbox_log_level, const char *m, void *ud) {
+        *static_cast<std::string *>(ud) += std::string(m) + "\n";
+    };
+
+    // The consumer, on a mixed list: the dead plain address, then TLS.
+    set("amqp.url", dead_amqp + "," + amqps);
+    outbox_consumer *consumer = nullptr;
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, ("tls-list-" + tag).c_str()), OUTBOX_OK) << outbox_last_error();
+    outbox_consumer_set_logger(consumer, sink, &logs);
+    ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
+    EXPECT_NE(logs.find("connected to RabbitMQ node " + tls_node), std::string::npos) << logs;
+
+    // Relays on three lists, each publishing its events through the second address.
+    struct Case {
+        std::string label, url, node;
+    };
+    int written = 0;
+    for (const Case &c : std::vector<Case>{{"amqps,amqps", dead_amqps + "," + amqps, tls_node},
+                                           {"amqp,amqps", dead_amqp + "," + amqps, tls_node},
+                                           {"amqps,amqp", dead_amqps + "," + amqp_url(), plain_node}}) {
+        outbox_db *d = nullptr;
+        ASSERT_EQ(outbox_db_open(&d, pg_url().c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+        for (int i = 0; i < 2; ++i, ++written) {
+            outbox_event *ev = event("tls-list-" + std::to_string(written));
+            ASSERT_EQ(outbox_write(d, ev), OUTBOX_OK) << outbox_last_error();
+            outbox_event_free(ev);
+        }
+        outbox_db_close(d);
+        set("amqp.url", c.url);
+        logs.clear();
+        outbox_relay *relay = nullptr;
+        ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+        outbox_relay_set_logger(relay, sink, &logs);
+        outbox_relay_stats st;
+        outbox_relay_stats_init(&st);
+        EXPECT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << c.label << ": " << outbox_last_error();
+        EXPECT_EQ(st.published, 2) << c.label;
+        outbox_relay_free(relay);
+        EXPECT_NE(logs.find("connected to RabbitMQ node " + c.node), std::string::npos) << c.label << ": " << logs;
+        EXPECT_EQ(logs.find("DeadN0de"), std::string::npos) << logs;
+    }
+    std::vector<std::string> got;
+    for (int i = 0; i < written; ++i) {
+        outbox_message *m = nullptr;
+        ASSERT_EQ(outbox_consumer_next(&m, consumer, 10000), OUTBOX_OK) << outbox_last_error();
+        got.emplace_back(outbox_message_field(m, "AGGREGATE_ID"));
+        EXPECT_EQ(outbox_consumer_ack(consumer, m), OUTBOX_OK);
+        outbox_message_free(m);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<std::string>{"tls-list-0", "tls-list-1", "tls-list-2", "tls-list-3", "tls-list-4",
+                                             "tls-list-5"}));
+    outbox_consumer_free(consumer);
+
+    // Without the test's CA (the system's CAs do not sign the throwaway certificate): refused at the
+    // handshake of the second address, the message naming both addresses, no password in it.
+    set("amqp.tls.ca", "");
+    set("amqp.url", dead_amqp + "," + amqps);
+    outbox_relay *relay = nullptr;
+    ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+    EXPECT_EQ(outbox_relay_step(relay, nullptr), OUTBOX_ERR_CONNECTION);
+    const std::string msg = outbox_last_error();
+    EXPECT_NE(msg.find("2 addresses"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(tls_node + "/%2f: cannot connect (TLS): SSL peer cert verification failed"), std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("DeadN0de"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(":outbox@"), std::string::npos) << "password shown: " << msg;
+    outbox_relay_free(relay);
 }
 
 // ================================================================ secrets
