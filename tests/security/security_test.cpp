@@ -474,6 +474,7 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
     // The CLI: every command, with right and wrong passwords, URLs from the environment and flags.
     const std::string cli = OUTBOX_CLI_PATH;
     const std::string common = " --schema " + schema + " --set amqp.exchange=sec." + tag;
+    const std::string tail_common = " --set amqp.exchange=sec." + tag; // tail has no tables: no --schema
     const std::string cfg_file = "/tmp/outbox-sec-" + tag + ".conf";
     {
         std::ofstream f(cfg_file);
@@ -491,7 +492,7 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
               "tail --count 1 --timeout 1", "retry-failed", "purge --published-older-than 30d",
               "purge-inbox --older-than 30d", "replay --aggregate PRD:1"}) {
             if (all || args == "stats" || args == "relay --once") {
-                runs.push_back({pg, mq, args + common, args});
+                runs.push_back({pg, mq, args + (args.rfind("tail", 0) == 0 ? tail_common : common), args});
             }
         }
         runs.push_back({"", "", "stats --pg-url " + shell_quote(pg) + common, "stats --pg-url"});
@@ -553,9 +554,131 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
         outbox_consumer_free(c);
         collect("logs", logs);
     }
+    // Broker URL lists and malformed broker URLs, each address with a password of its own: through
+    // the CLI (environment, flag, --set, --config; one-shot commands and the daemon) and the C API
+    // (relay, consumer, tail, replay; messages and log sinks).
+    const ClosedPort down1, down2;
+    ASSERT_TRUE(down1.port > 0 && down2.port > 0);
+    const std::string down1_at = "@127.0.0.1:" + std::to_string(down1.port) + "/%2f";
+    const std::string down2_at = "@localhost:" + std::to_string(down2.port) + "/%2f";
+    std::vector<std::string> list_pws;
+    auto pw = [&](const std::string &what) {
+        list_pws.push_back("MqS3cr3t" + what + tag);
+        return list_pws.back();
+    };
+    const std::vector<std::string> dead_lists = {
+        "amqp://u:" + pw("ListA") + down1_at + ",amqp://u:" + pw("ListB") + down2_at,
+        "amqp://u:" + pw("ListC") + down1_at + "," + mq_wrong, // the live node refuses the password
+    };
+    const std::string live_list = "amqp://u:" + pw("ListD") + down1_at + "," + mq_right;
+    const std::vector<std::string> malformed = {
+        "amqp://u:" + pw("Bracket") + "@[bad",
+        "amqps://u:" + pw("NotAPort") + "@h:notaport/",
+        "amqp://u:" + pw("Slash") + "/x" + down1_at, // an unencoded '/' in the password
+        "amqp://u:" + pw("First") + down1_at + ",amqp://u:" + pw("Second") + "@[bad", // malformed second
+        "amqps://u:" + pw("Third") + "@h:notaport/," + mq_right,                      // malformed first
+    };
+    std::vector<std::string> broker_urls = dead_lists;
+    broker_urls.push_back(live_list);
+    broker_urls.insert(broker_urls.end(), malformed.begin(), malformed.end());
+    bool saw_list_refusal = false, saw_list_success = false;
+    int malformed_refused = 0;
+    for (const auto &mq : broker_urls) {
+        const bool bad = std::find(malformed.begin(), malformed.end(), mq) != malformed.end();
+        const std::string env =
+            "env OUTBOX_PG_URL=" + shell_quote(pg_right) + " OUTBOX_AMQP_URL=" + shell_quote(mq) + " ";
+        const std::string flag = " --amqp-url " + shell_quote(mq);
+        {
+            std::ofstream f(cfg_file);
+            f << "amqp.url = " << mq << "\n";
+        }
+        for (const std::string &cmd : {env + cli + " relay --once" + common,
+                                       env + cli + " relay --once --log-level debug --log-format json" + common,
+                                       "env -u OUTBOX_AMQP_URL OUTBOX_PG_URL=" + shell_quote(pg_right) + " " + cli +
+                                           " relay --once" + flag + common,
+                                       env + cli + " relay --once --set amqp.url=" + shell_quote(mq) + common,
+                                       "env -u OUTBOX_AMQP_URL OUTBOX_PG_URL=" + shell_quote(pg_right) + " " + cli +
+                                           " relay --once --config " + cfg_file + common,
+                                       env + cli + " tail --count 1 --timeout 1" + flag + tail_common,
+                                       env + cli + " replay --aggregate PRD:1" + flag + common}) {
+            const std::string text = shell(cmd, &rc);
+            collect("broker list (rc " + std::to_string(rc) + ")", text);
+            malformed_refused += bad && rc == 2 && text.find("invalid AMQP URL") != std::string::npos ? 1 : 0;
+            saw_list_refusal = saw_list_refusal || text.find("addresses could be reached") != std::string::npos;
+            saw_list_success =
+                saw_list_success || (mq == live_list && rc == 0 && cmd.find(" relay --once") != std::string::npos);
+        }
+        set("pg.url", pg_right);
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.url", mq.c_str()), OUTBOX_OK) << outbox_last_error();
+        char *v = nullptr;
+        ASSERT_EQ(outbox_config_get(&v, cfg, "amqp.url"), OUTBOX_OK);
+        collect("config_get amqp.url", v);
+        outbox_string_free(v);
+        std::string logs;
+        auto sink = [](outbox_log_level, const char *m, void *ud) {
+            *static_cast<std::string *>(ud) += std::string(m) + "\n";
+        };
+        outbox_relay *relay = nullptr;
+        ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+        outbox_relay_set_logger(relay, sink, &logs);
+        const outbox_status relay_st = outbox_relay_step(relay, nullptr);
+        collect("relay step " + std::string(outbox_status_name(relay_st)), outbox_last_error());
+        EXPECT_EQ(relay_st, bad               ? OUTBOX_ERR_INVALID_ARGUMENT
+                            : mq == live_list ? OUTBOX_OK
+                                              : OUTBOX_ERR_CONNECTION)
+            << outbox_last_error();
+        outbox_relay_free(relay);
+        outbox_consumer *c = nullptr;
+        const outbox_status new_st = outbox_consumer_new(&c, cfg, ("sec-" + tag).c_str());
+        collect("consumer new " + std::string(outbox_status_name(new_st)), outbox_last_error());
+        if (new_st == OUTBOX_OK) {
+            outbox_consumer_set_logger(c, sink, &logs);
+            outbox_message *m = nullptr;
+            const outbox_status st = outbox_consumer_next(&m, c, 500);
+            collect("consumer next " + std::string(outbox_status_name(st)), outbox_last_error());
+            outbox_message_free(m);
+            outbox_consumer_free(c);
+        }
+        outbox_tail *t = nullptr;
+        const outbox_status tail_st = outbox_tail_open(&t, cfg, nullptr);
+        collect("tail open " + std::string(outbox_status_name(tail_st)), outbox_last_error());
+        outbox_tail_close(t);
+        outbox_db *d = nullptr;
+        ASSERT_EQ(outbox_db_open(&d, pg_right.c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+        int64_t n = 0;
+        const outbox_status replay_st = outbox_replay(&n, d, cfg, "PRD", "1", 0);
+        collect("replay " + std::string(outbox_status_name(replay_st)), outbox_last_error());
+        outbox_db_close(d);
+        collect("logs", logs);
+    }
+    EXPECT_NE(collected.find("amqp://u:***@localhost:" + std::to_string(down2.port)), std::string::npos)
+        << "the second address of a list was never shown (redacted) in any output";
+    EXPECT_TRUE(saw_list_refusal) << "no list of dead addresses was refused as one";
+    EXPECT_TRUE(saw_list_success) << "the list whose second address is live never worked";
+    EXPECT_EQ(malformed_refused, static_cast<int>(malformed.size()) * 7)
+        << "every malformed URL refused as a usage error by every one-shot command";
+    // The daemon, two seconds on a list of dead nodes and on a list with a malformed address (a
+    // configuration error: retried, slowly, as a missing table is).
+    for (const std::string &mq : {dead_lists[0], malformed[3]}) {
+        const std::string text = shell("timeout -s TERM 2 env OUTBOX_PG_URL=" + shell_quote(pg_right) +
+                                           " OUTBOX_AMQP_URL=" + shell_quote(mq) + " " + cli +
+                                           " relay --log-level debug --poll-interval-ms 100" + common,
+                                       &rc);
+        collect("daemon on a broker list (rc " + std::to_string(rc) + ")", text);
+        EXPECT_NE(text.find(mq == malformed[3] ? "INVALID_ARGUMENT: invalid AMQP URL" : "addresses could be reached"),
+                  std::string::npos)
+            << text;
+        if (mq == malformed[3]) {
+            EXPECT_NE(text.find("retrying in 5000 ms"), std::string::npos) << "the log names the wait it does:\n"
+                                                                           << text;
+        }
+    }
+
     shell(services() + " rabbitmqctl delete_user " + mq_user + "; rm -f " + cfg_file, &rc);
 
-    for (const std::string &secret : {pg_pw, pg_pw_enc, mq_pw, mq_pw_enc, std::string("S3cr3t")}) {
+    std::vector<std::string> secrets = {pg_pw, pg_pw_enc, mq_pw, mq_pw_enc, std::string("S3cr3t")};
+    secrets.insert(secrets.end(), list_pws.begin(), list_pws.end());
+    for (const std::string &secret : secrets) {
         const auto pos = collected.find(secret);
         EXPECT_EQ(pos, std::string::npos)
             << "secret '" << secret << "' in output: ..."
