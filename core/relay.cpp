@@ -828,14 +828,14 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
                 empty_polls = 0;
             }
         } catch (const Error &e) {
+            if (e.code() == Errc::invalid_argument || e.code() == Errc::schema) {
+                // Configuration errors do not heal by retrying fast.
+                backoff = std::max(backoff, 5000);
+            }
             log(LogLevel::warn, std::string(errc_name(e.code())) + ": " + e.what() + "; retrying in " +
                                     std::to_string(backoff) + " ms");
             if (e.code() == Errc::broker || e.code() == Errc::timeout) {
                 drop_amqp();
-            }
-            if (e.code() == Errc::invalid_argument || e.code() == Errc::schema) {
-                // Configuration errors do not heal by retrying fast.
-                backoff = std::max(backoff, 5000);
             }
             report(RelayStats{}, e.code(), e.what(), backoff);
             sleep_interruptible(backoff);

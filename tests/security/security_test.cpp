@@ -1,8 +1,10 @@
 // Security: least-privilege roles (packaging/roles.sql) with the real writer, relay and consumer;
-// TLS to RabbitMQ (amqps://) and PostgreSQL (sslmode=verify-full) with the throwaway CA of
-// scripts/services.sh, and a wrong CA refused; no password in any output of the CLI, the logs or
-// the C API's messages; injection strings at every string input and name option.
+// TLS to RabbitMQ (amqps://, also per address of a broker list) and PostgreSQL
+// (sslmode=verify-full) with the throwaway CA of scripts/services.sh, and a wrong CA refused; no
+// password in any output of the CLI, the logs or the C API's messages; injection strings at every
+// string input and name option.
 // Real PostgreSQL and RabbitMQ; a test that cannot reach them fails.
+#include "closed_port.hpp"
 #include "test_env.hpp"
 #include "test_shell.hpp"
 
@@ -349,6 +351,99 @@ TEST_F(SecTest, RelayOverAmqpsAndVerifiedPostgresTls) {
     shell("rm -rf " + dir, &rc);
 }
 
+// TLS per address of a broker list (amqp.url naming several nodes, each with its own scheme): the
+// first address dead, the second the local AMQPS listener. A consumer and relays connect to the
+// second over TLS (amqp.tls.ca applies to it) and publish and receive, in a list of amqps://
+// addresses and in mixed amqp:// / amqps:// lists; without the test's CA the same list is refused
+// at the TLS handshake, so the second address really is spoken to over TLS.
+TEST_F(SecTest, AmqpsPerAddressOfABrokerListWhoseFirstNodeIsDead) {
+    const char *amqps = std::getenv("OUTBOX_AMQPS_URL");
+    const char *ca = std::getenv("OUTBOX_TLS_CA");
+    ASSERT_TRUE(amqps != nullptr && ca != nullptr)
+        << "OUTBOX_AMQPS_URL and OUTBOX_TLS_CA come from `eval \"$(scripts/services.sh env)\"`";
+    ASSERT_TRUE(std::ifstream(ca).good()) << ca << " missing: restart the services (scripts/services.sh down; up)";
+    const ClosedPort dead;
+    ASSERT_GT(dead.port, 0);
+    const auto node_of = [](const std::string &url) {
+        const size_t at = url.rfind('@');
+        return url.substr(at + 1, url.find('/', at) - at - 1);
+    };
+    const std::string tls_node = node_of(amqps), plain_node = node_of(amqp_url());
+    const std::string dead_rest = "DeadN0de" + tag + "@127.0.0.1:" + std::to_string(dead.port) + "/%2f";
+    const std::string dead_amqp = "amqp://outbox:" + dead_rest, dead_amqps = "amqps://outbox:" + dead_rest;
+    set("pg.url", pg_url());
+    set("amqp.tls.ca", ca);
+    std::string logs;
+    auto sink = [](outbox_log_level, const char *m, void *ud) {
+        *static_cast<std::string *>(ud) += std::string(m) + "\n";
+    };
+
+    // The consumer, on a mixed list: the dead plain address, then TLS.
+    set("amqp.url", dead_amqp + "," + amqps);
+    outbox_consumer *consumer = nullptr;
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, ("tls-list-" + tag).c_str()), OUTBOX_OK) << outbox_last_error();
+    outbox_consumer_set_logger(consumer, sink, &logs);
+    ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
+    EXPECT_NE(logs.find("connected to RabbitMQ node " + tls_node), std::string::npos) << logs;
+
+    // Relays on three lists, each publishing its events through the second address.
+    struct Case {
+        std::string label, url, node;
+    };
+    int written = 0;
+    for (const Case &c : std::vector<Case>{{"amqps,amqps", dead_amqps + "," + amqps, tls_node},
+                                           {"amqp,amqps", dead_amqp + "," + amqps, tls_node},
+                                           {"amqps,amqp", dead_amqps + "," + amqp_url(), plain_node}}) {
+        outbox_db *d = nullptr;
+        ASSERT_EQ(outbox_db_open(&d, pg_url().c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+        for (int i = 0; i < 2; ++i, ++written) {
+            outbox_event *ev = event("tls-list-" + std::to_string(written));
+            ASSERT_EQ(outbox_write(d, ev), OUTBOX_OK) << outbox_last_error();
+            outbox_event_free(ev);
+        }
+        outbox_db_close(d);
+        set("amqp.url", c.url);
+        logs.clear();
+        outbox_relay *relay = nullptr;
+        ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+        outbox_relay_set_logger(relay, sink, &logs);
+        outbox_relay_stats st;
+        outbox_relay_stats_init(&st);
+        EXPECT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << c.label << ": " << outbox_last_error();
+        EXPECT_EQ(st.published, 2) << c.label;
+        outbox_relay_free(relay);
+        EXPECT_NE(logs.find("connected to RabbitMQ node " + c.node), std::string::npos) << c.label << ": " << logs;
+        EXPECT_EQ(logs.find("DeadN0de"), std::string::npos) << logs;
+    }
+    std::vector<std::string> got;
+    for (int i = 0; i < written; ++i) {
+        outbox_message *m = nullptr;
+        ASSERT_EQ(outbox_consumer_next(&m, consumer, 10000), OUTBOX_OK) << outbox_last_error();
+        got.emplace_back(outbox_message_field(m, "AGGREGATE_ID"));
+        EXPECT_EQ(outbox_consumer_ack(consumer, m), OUTBOX_OK);
+        outbox_message_free(m);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, (std::vector<std::string>{"tls-list-0", "tls-list-1", "tls-list-2", "tls-list-3", "tls-list-4",
+                                             "tls-list-5"}));
+    outbox_consumer_free(consumer);
+
+    // Without the test's CA (the system's CAs do not sign the throwaway certificate): refused at the
+    // handshake of the second address, the message naming both addresses, no password in it.
+    set("amqp.tls.ca", "");
+    set("amqp.url", dead_amqp + "," + amqps);
+    outbox_relay *relay = nullptr;
+    ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+    EXPECT_EQ(outbox_relay_step(relay, nullptr), OUTBOX_ERR_CONNECTION);
+    const std::string msg = outbox_last_error();
+    EXPECT_NE(msg.find("2 addresses"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(tls_node + "/%2f: cannot connect (TLS): SSL peer cert verification failed"), std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("DeadN0de"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(":outbox@"), std::string::npos) << "password shown: " << msg;
+    outbox_relay_free(relay);
+}
+
 // ================================================================ secrets
 
 // Distinctive passwords (with characters URL-encoded in the URLs) for a PostgreSQL role and a
@@ -379,6 +474,7 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
     // The CLI: every command, with right and wrong passwords, URLs from the environment and flags.
     const std::string cli = OUTBOX_CLI_PATH;
     const std::string common = " --schema " + schema + " --set amqp.exchange=sec." + tag;
+    const std::string tail_common = " --set amqp.exchange=sec." + tag; // tail has no tables: no --schema
     const std::string cfg_file = "/tmp/outbox-sec-" + tag + ".conf";
     {
         std::ofstream f(cfg_file);
@@ -396,7 +492,7 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
               "tail --count 1 --timeout 1", "retry-failed", "purge --published-older-than 30d",
               "purge-inbox --older-than 30d", "replay --aggregate PRD:1"}) {
             if (all || args == "stats" || args == "relay --once") {
-                runs.push_back({pg, mq, args + common, args});
+                runs.push_back({pg, mq, args + (args.rfind("tail", 0) == 0 ? tail_common : common), args});
             }
         }
         runs.push_back({"", "", "stats --pg-url " + shell_quote(pg) + common, "stats --pg-url"});
@@ -458,9 +554,131 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
         outbox_consumer_free(c);
         collect("logs", logs);
     }
+    // Broker URL lists and malformed broker URLs, each address with a password of its own: through
+    // the CLI (environment, flag, --set, --config; one-shot commands and the daemon) and the C API
+    // (relay, consumer, tail, replay; messages and log sinks).
+    const ClosedPort down1, down2;
+    ASSERT_TRUE(down1.port > 0 && down2.port > 0);
+    const std::string down1_at = "@127.0.0.1:" + std::to_string(down1.port) + "/%2f";
+    const std::string down2_at = "@localhost:" + std::to_string(down2.port) + "/%2f";
+    std::vector<std::string> list_pws;
+    auto pw = [&](const std::string &what) {
+        list_pws.push_back("MqS3cr3t" + what + tag);
+        return list_pws.back();
+    };
+    const std::vector<std::string> dead_lists = {
+        "amqp://u:" + pw("ListA") + down1_at + ",amqp://u:" + pw("ListB") + down2_at,
+        "amqp://u:" + pw("ListC") + down1_at + "," + mq_wrong, // the live node refuses the password
+    };
+    const std::string live_list = "amqp://u:" + pw("ListD") + down1_at + "," + mq_right;
+    const std::vector<std::string> malformed = {
+        "amqp://u:" + pw("Bracket") + "@[bad",
+        "amqps://u:" + pw("NotAPort") + "@h:notaport/",
+        "amqp://u:" + pw("Slash") + "/x" + down1_at, // an unencoded '/' in the password
+        "amqp://u:" + pw("First") + down1_at + ",amqp://u:" + pw("Second") + "@[bad", // malformed second
+        "amqps://u:" + pw("Third") + "@h:notaport/," + mq_right,                      // malformed first
+    };
+    std::vector<std::string> broker_urls = dead_lists;
+    broker_urls.push_back(live_list);
+    broker_urls.insert(broker_urls.end(), malformed.begin(), malformed.end());
+    bool saw_list_refusal = false, saw_list_success = false;
+    int malformed_refused = 0;
+    for (const auto &mq : broker_urls) {
+        const bool bad = std::find(malformed.begin(), malformed.end(), mq) != malformed.end();
+        const std::string env =
+            "env OUTBOX_PG_URL=" + shell_quote(pg_right) + " OUTBOX_AMQP_URL=" + shell_quote(mq) + " ";
+        const std::string flag = " --amqp-url " + shell_quote(mq);
+        {
+            std::ofstream f(cfg_file);
+            f << "amqp.url = " << mq << "\n";
+        }
+        for (const std::string &cmd : {env + cli + " relay --once" + common,
+                                       env + cli + " relay --once --log-level debug --log-format json" + common,
+                                       "env -u OUTBOX_AMQP_URL OUTBOX_PG_URL=" + shell_quote(pg_right) + " " + cli +
+                                           " relay --once" + flag + common,
+                                       env + cli + " relay --once --set amqp.url=" + shell_quote(mq) + common,
+                                       "env -u OUTBOX_AMQP_URL OUTBOX_PG_URL=" + shell_quote(pg_right) + " " + cli +
+                                           " relay --once --config " + cfg_file + common,
+                                       env + cli + " tail --count 1 --timeout 1" + flag + tail_common,
+                                       env + cli + " replay --aggregate PRD:1" + flag + common}) {
+            const std::string text = shell(cmd, &rc);
+            collect("broker list (rc " + std::to_string(rc) + ")", text);
+            malformed_refused += bad && rc == 2 && text.find("invalid AMQP URL") != std::string::npos ? 1 : 0;
+            saw_list_refusal = saw_list_refusal || text.find("addresses could be reached") != std::string::npos;
+            saw_list_success =
+                saw_list_success || (mq == live_list && rc == 0 && cmd.find(" relay --once") != std::string::npos);
+        }
+        set("pg.url", pg_right);
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.url", mq.c_str()), OUTBOX_OK) << outbox_last_error();
+        char *v = nullptr;
+        ASSERT_EQ(outbox_config_get(&v, cfg, "amqp.url"), OUTBOX_OK);
+        collect("config_get amqp.url", v);
+        outbox_string_free(v);
+        std::string logs;
+        auto sink = [](outbox_log_level, const char *m, void *ud) {
+            *static_cast<std::string *>(ud) += std::string(m) + "\n";
+        };
+        outbox_relay *relay = nullptr;
+        ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
+        outbox_relay_set_logger(relay, sink, &logs);
+        const outbox_status relay_st = outbox_relay_step(relay, nullptr);
+        collect("relay step " + std::string(outbox_status_name(relay_st)), outbox_last_error());
+        EXPECT_EQ(relay_st, bad               ? OUTBOX_ERR_INVALID_ARGUMENT
+                            : mq == live_list ? OUTBOX_OK
+                                              : OUTBOX_ERR_CONNECTION)
+            << outbox_last_error();
+        outbox_relay_free(relay);
+        outbox_consumer *c = nullptr;
+        const outbox_status new_st = outbox_consumer_new(&c, cfg, ("sec-" + tag).c_str());
+        collect("consumer new " + std::string(outbox_status_name(new_st)), outbox_last_error());
+        if (new_st == OUTBOX_OK) {
+            outbox_consumer_set_logger(c, sink, &logs);
+            outbox_message *m = nullptr;
+            const outbox_status st = outbox_consumer_next(&m, c, 500);
+            collect("consumer next " + std::string(outbox_status_name(st)), outbox_last_error());
+            outbox_message_free(m);
+            outbox_consumer_free(c);
+        }
+        outbox_tail *t = nullptr;
+        const outbox_status tail_st = outbox_tail_open(&t, cfg, nullptr);
+        collect("tail open " + std::string(outbox_status_name(tail_st)), outbox_last_error());
+        outbox_tail_close(t);
+        outbox_db *d = nullptr;
+        ASSERT_EQ(outbox_db_open(&d, pg_right.c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+        int64_t n = 0;
+        const outbox_status replay_st = outbox_replay(&n, d, cfg, "PRD", "1", 0);
+        collect("replay " + std::string(outbox_status_name(replay_st)), outbox_last_error());
+        outbox_db_close(d);
+        collect("logs", logs);
+    }
+    EXPECT_NE(collected.find("amqp://u:***@localhost:" + std::to_string(down2.port)), std::string::npos)
+        << "the second address of a list was never shown (redacted) in any output";
+    EXPECT_TRUE(saw_list_refusal) << "no list of dead addresses was refused as one";
+    EXPECT_TRUE(saw_list_success) << "the list whose second address is live never worked";
+    EXPECT_EQ(malformed_refused, static_cast<int>(malformed.size()) * 7)
+        << "every malformed URL refused as a usage error by every one-shot command";
+    // The daemon, two seconds on a list of dead nodes and on a list with a malformed address (a
+    // configuration error: retried, slowly, as a missing table is).
+    for (const std::string &mq : {dead_lists[0], malformed[3]}) {
+        const std::string text = shell("timeout -s TERM 2 env OUTBOX_PG_URL=" + shell_quote(pg_right) +
+                                           " OUTBOX_AMQP_URL=" + shell_quote(mq) + " " + cli +
+                                           " relay --log-level debug --poll-interval-ms 100" + common,
+                                       &rc);
+        collect("daemon on a broker list (rc " + std::to_string(rc) + ")", text);
+        EXPECT_NE(text.find(mq == malformed[3] ? "INVALID_ARGUMENT: invalid AMQP URL" : "addresses could be reached"),
+                  std::string::npos)
+            << text;
+        if (mq == malformed[3]) {
+            EXPECT_NE(text.find("retrying in 5000 ms"), std::string::npos) << "the log names the wait it does:\n"
+                                                                           << text;
+        }
+    }
+
     shell(services() + " rabbitmqctl delete_user " + mq_user + "; rm -f " + cfg_file, &rc);
 
-    for (const std::string &secret : {pg_pw, pg_pw_enc, mq_pw, mq_pw_enc, std::string("S3cr3t")}) {
+    std::vector<std::string> secrets = {pg_pw, pg_pw_enc, mq_pw, mq_pw_enc, std::string("S3cr3t")};
+    secrets.insert(secrets.end(), list_pws.begin(), list_pws.end());
+    for (const std::string &secret : secrets) {
         const auto pos = collected.find(secret);
         EXPECT_EQ(pos, std::string::npos)
             << "secret '" << secret << "' in output: ..."

@@ -1,5 +1,5 @@
 // Operator tools (core/admin, `outbox stats|retry-failed|purge|replay|tail`, `outbox relay
-// --metrics-addr`) against the real PostgreSQL and RabbitMQ.
+// --metrics-addr`, its outbox_amqp_node gauge included) against the real PostgreSQL and RabbitMQ.
 #include "admin.hpp"
 #include "closed_port.hpp"
 #include "relay_fixture.hpp"
@@ -569,6 +569,76 @@ TEST_F(AdminTest, MetricsAreValidPrometheusTextAndCountTheRelaysWork) {
     ASSERT_TRUE(health);
     EXPECT_EQ(health->status, 200);
     EXPECT_EQ(health->body, "ok\n");
+    EXPECT_EQ(relay.terminate(), 0) << relay.err();
+}
+
+// The gauge outbox_amqp_node{node="host:port"} names the broker address the relay is on: the
+// second of a list whose first is dead, and, after the node it was on goes away (a forwarder to
+// the broker, closed), the next address of the list. One such sample at a time.
+TEST_F(AdminTest, MetricsNameTheBrokerNodeAndFollowTheRelayToTheNextAddress) {
+    Collector col(cfg.exchange);
+    httplib::Client *http = nullptr;
+    // The outbox_amqp_node samples of /metrics once `want` is among them (or the last ones seen).
+    auto nodes_when = [&](const std::string &want, int timeout_ms) {
+        std::map<std::string, double> nodes;
+        const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+        while (Clock::now() < end) {
+            auto res = http->Get("/metrics");
+            if (res && res->status == 200) {
+                nodes.clear();
+                for (const auto &[k, v] : parse_prometheus(res->body)) {
+                    if (k.rfind("outbox_amqp_node", 0) == 0) {
+                        nodes[k] = v;
+                    }
+                }
+                if (nodes.count("outbox_amqp_node{node=\"" + want + "\"}") != 0) {
+                    break;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        return nodes;
+    };
+    const std::string broker = "127.0.0.1:" + std::to_string(broker_port());
+    ASSERT_NE(amqp_url().find("@" + broker + "/"), std::string::npos) << "expected " << amqp_url() << " on " << broker;
+    const auto via = [](int port) {
+        return std::regex_replace(amqp_url(), std::regex(R"(@([^:/]+):\d+)"), "@127.0.0.1:" + std::to_string(port));
+    };
+
+    // A dead first address: the relay is on the second from the start.
+    {
+        const ClosedPort dead;
+        const int port = free_port();
+        Child relay(relay_args(cfg, via(dead.port) + "," + amqp_url(), port));
+        httplib::Client client("127.0.0.1", port);
+        client.set_connection_timeout(1);
+        http = &client;
+        write_events(5, 5, "n");
+        const auto nodes = nodes_when(broker, 15000);
+        EXPECT_EQ(nodes, (std::map<std::string, double>{{"outbox_amqp_node{node=\"" + broker + "\"}", 1}}))
+            << relay.err();
+        EXPECT_EQ(col.collect(5).size(), 5U);
+        EXPECT_EQ(relay.terminate(), 0) << relay.err();
+    }
+
+    // The first address answers, then goes away: the relay moves to the next one, and says so.
+    TcpProxy first(broker_port());
+    const std::string first_node = "127.0.0.1:" + std::to_string(first.port());
+    const int port = free_port();
+    Child relay(relay_args(cfg, via(first.port()) + "," + amqp_url(), port));
+    httplib::Client client("127.0.0.1", port);
+    client.set_connection_timeout(1);
+    http = &client;
+    write_events(5, 5, "f");
+    auto nodes = nodes_when(first_node, 15000);
+    EXPECT_EQ(nodes, (std::map<std::string, double>{{"outbox_amqp_node{node=\"" + first_node + "\"}", 1}}))
+        << relay.err();
+    EXPECT_EQ(col.collect(10).size(), 10U);
+    first.set_open(false);
+    nodes = nodes_when(broker, 20000);
+    EXPECT_EQ(nodes, (std::map<std::string, double>{{"outbox_amqp_node{node=\"" + broker + "\"}", 1}})) << relay.err();
+    write_events(5, 5, "s");
+    EXPECT_EQ(col.collect(15).size(), 15U) << "published through the next address";
     EXPECT_EQ(relay.terminate(), 0) << relay.err();
 }
 

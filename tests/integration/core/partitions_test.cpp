@@ -3,9 +3,12 @@
 // partition, and a slow handler while ownership moves, never handle one partition at once;
 // effects stay exactly once and in per-aggregate order; another partition count is refused;
 // a poison event is dead-lettered with its aggregate while that aggregate's later events go on;
-// a plain subscriber of the same exchange is unaffected. A service that cannot be reached makes
-// these tests fail.
+// a plain subscriber of the same exchange and `outbox tail` are unaffected; the partition count
+// changes by the README's procedure; a killed instance's partitions are taken over within the
+// lease. A service that cannot be reached makes these tests fail.
+#include "child_process.hpp"
 #include "relay_fixture.hpp"
+#include "test_shell.hpp"
 
 #include "consumer.hpp"
 #include "error.hpp"
@@ -14,10 +17,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace outbox_test;
@@ -207,6 +215,83 @@ class Overlap {
 };
 
 std::set<int> as_set(const std::vector<int> &v) { return {v.begin(), v.end()}; }
+
+std::string services() {
+    return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh";
+}
+
+// The `outbox relay` daemon as an operator runs it, on this test's schema and exchange.
+std::vector<std::string> relay_daemon(const outbox::Config &cfg) {
+    const std::string pg = pg_url(), amqp = amqp_url();
+    const std::string exchange = "amqp.exchange=" + cfg.exchange, relay = "relay.name=" + cfg.relay_name;
+    return {OUTBOX_CLI_PATH, "relay",  "--pg-url", pg,    "--amqp-url",         amqp, "--schema",    cfg.schema,
+            "--set",         exchange, "--set",    relay, "--poll-interval-ms", "50", "--log-level", "warn"};
+}
+
+// Messages per queue, read with the README's `rabbitmqctl list_queues name messages`.
+std::map<std::string, long> queue_depths(std::string *out) {
+    int rc = -1;
+    *out = shell(services() + " rabbitmqctl list_queues name messages", &rc);
+    std::map<std::string, long> depths;
+    if (rc != 0) {
+        return depths;
+    }
+    std::istringstream in(*out);
+    std::string line;
+    const std::regex row(R"(^(\S+)\t(\d+)$)");
+    while (std::getline(in, line)) {
+        std::smatch m;
+        if (std::regex_match(line, m, row)) {
+            depths[m[1]] = std::stol(m[2]);
+        }
+    }
+    return depths;
+}
+
+// Writes one event every `every` over `aggregates` aggregates, each in its own transaction on a
+// connection of its own, until stop().
+class Writer {
+  public:
+    Writer(const outbox::Config &cfg, int aggregates, const std::string &tag, std::chrono::milliseconds every)
+        : thread_([this, cfg, aggregates, tag, every] {
+              try {
+                  outbox::pg::Conn conn = outbox::pg::Conn::open(pg_url());
+                  outbox::Event ev;
+                  ev.set("aggregate_type", "PRD");
+                  ev.set("operation", "PUT");
+                  for (long i = 0; !stop_.load(); ++i) {
+                      ev.set("aggregate_id", tag + std::to_string(i % aggregates));
+                      ev.set("payload", "{\"i\":" + std::to_string(i) + "}");
+                      outbox::store::write(conn, cfg, ev);
+                      ++written_;
+                      std::this_thread::sleep_for(every);
+                  }
+              } catch (const std::exception &e) {
+                  error_ = e.what();
+              }
+          }) {}
+    Writer(const Writer &) = delete;
+    Writer &operator=(const Writer &) = delete;
+    ~Writer() { stop(); }
+    // Stops and joins; returns the number of events committed, "" or the error in *error.
+    long stop(std::string *error = nullptr) {
+        stop_ = true;
+        if (thread_.joinable()) {
+            thread_.join();
+        }
+        if (error != nullptr) {
+            *error = error_;
+        }
+        return written_.load();
+    }
+    [[nodiscard]] long written() const { return written_.load(); }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::atomic<long> written_{0};
+    std::string error_;
+    std::thread thread_; // last: starts once the members above exist
+};
 
 } // namespace
 
@@ -431,4 +516,264 @@ TEST_F(PartitionTest, PoisonEventIsDeadLetteredWithItsAggregateAndLaterEventsGoO
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(orders, (std::vector<std::string>{"1:in_order", "3:gap", "4:in_order"}));
     EXPECT_NE(a.log_text().find("of aggregate PRD:bad0"), std::string::npos) << a.log_text();
+}
+
+// The exchange's other readers see nothing new: while two instances of a partitioned subscriber
+// consume, `outbox tail` (its own temporary queue on the fanout exchange) prints every event once,
+// each aggregate's in seq order. (The documents' amqplib subscriber: node/test/partitions.test.js.)
+TEST_F(PartitionTest, OutboxTailShowsEveryEventWhileAPartitionedSubscriberConsumes) {
+    constexpr int kEvents = 120;
+    const std::string name = subscriber("it-tail", 4);
+    auto handler_for = [&](const std::string &instance) {
+        return
+            [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, name, d, instance); };
+    };
+    Instance a(partitioned(4, "a"), name, handler_for("a"));
+    Instance b(partitioned(4, "b"), name, handler_for("b"));
+    // a gives b its half at a's next heartbeat.
+    ASSERT_TRUE(eventually([&] { return a.held().size() == 2 && b.held().size() == 2; }, 10s))
+        << a.log_text() << b.log_text();
+    ChildProcess tail({OUTBOX_CLI_PATH, "tail", "--json", "--count", std::to_string(kEvents), "--timeout", "60",
+                       "--amqp-url", amqp_url(), "--exchange", cfg.exchange});
+    ASSERT_TRUE(tail.wait_output("tailing exchange", 15000)) << tail.output();
+
+    const std::vector<std::string> ids = write_events(kEvents, 12, "tl");
+    relay_all();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= kEvents; }, 30s)) << rows(name) << "\n" << a.log_text();
+    ASSERT_EQ(tail.wait(30000), 0) << tail.output();
+
+    // The event ids `outbox tail` printed, in the order it printed them.
+    std::vector<std::string> printed;
+    std::istringstream lines(tail.output());
+    std::string line;
+    const std::regex id_field(R"re("OUTBOX_ID":"([0-9a-f-]{36})")re");
+    while (std::getline(lines, line)) {
+        std::smatch m;
+        if (!line.empty() && line[0] == '{' && std::regex_search(line, m, id_field)) {
+            printed.push_back(m[1]);
+        }
+    }
+    ASSERT_EQ(printed.size(), static_cast<size_t>(kEvents)) << tail.output();
+    EXPECT_EQ(std::set<std::string>(printed.begin(), printed.end()), std::set<std::string>(ids.begin(), ids.end()))
+        << "tail printed another set of events, or one twice";
+    std::map<std::string, std::pair<std::string, long>> where; // event id -> (aggregate, seq)
+    outbox::pg::Result r = db->exec("SELECT outbox_id::text, aggregate_id, seq FROM " + table());
+    for (int i = 0; i < r.rows(); ++i) {
+        where[std::string(r.get(i, 0))] = {std::string(r.get(i, 1)), static_cast<long>(r.get_int(i, 2))};
+    }
+    std::map<std::string, long> last_seq;
+    for (const auto &id : printed) {
+        const auto &[aggregate, seq] = where.at(id);
+        EXPECT_EQ(seq, last_seq[aggregate] + 1) << "tail printed " << aggregate << " seq " << seq << " out of order";
+        last_seq[aggregate] = seq;
+    }
+    EXPECT_EQ(not_once(name), 0);
+    EXPECT_EQ(order_violations(name), 0);
+    EXPECT_EQ(scalar_long("SELECT count(DISTINCT instance) FROM " + effects() + " WHERE consumer = '" + name + "'"), 2)
+        << "both instances consumed while tail ran";
+    EXPECT_EQ(a.error(), "");
+    EXPECT_EQ(b.error(), "");
+}
+
+// The README's procedure for changing P ("Changing P": drain, rebind, resume), done with its
+// commands from 4 to 8 while a writer commits events throughout: the `outbox relay` daemon
+// stopped, the partition queues emptied (watched with `rabbitmqctl list_queues name messages`),
+// the instances stopped, the queues deleted with `rabbitmqctl delete_queue`, the recorded count
+// deleted, the instances started with 8, then the relay. Every event's effect exactly once, and
+// each aggregate's in seq order across the change, aggregates that moved to another queue included.
+TEST_F(PartitionTest, ChangingThePartitionCountByTheReadmeProcedureLosesNothingAndKeepsOrder) {
+    const std::string name = subscriber("it-repart", 8); // clean-up: p0 .. p7
+    auto handler_for = [&](const std::string &instance) {
+        return
+            [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, name, d, instance); };
+    };
+    auto a = std::make_unique<Instance>(partitioned(4, "a"), name, handler_for("a"));
+    auto b = std::make_unique<Instance>(partitioned(4, "b"), name, handler_for("b"));
+    auto relay = std::make_unique<ChildProcess>(relay_daemon(cfg));
+    Writer writer(cfg, 24, "rp", 20ms);
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 60; }, 30s)) << rows(name) << "\n" << relay->output();
+
+    // 1. Drain: stop the relays; let the instances empty p0 .. p3; stop them.
+    ASSERT_EQ(relay->terminate(), 0) << relay->output();
+    const long written_at_drain = writer.written();
+    std::string listing;
+    ASSERT_TRUE(eventually(
+        [&] {
+            auto depths = queue_depths(&listing);
+            long left = 0;
+            for (int i = 0; i < 4; ++i) {
+                auto it = depths.find(outbox::partitions::partition_queue(name, i));
+                left += it == depths.end() ? 1000000 : it->second;
+            }
+            return left == 0;
+        },
+        60s, 200ms))
+        << listing;
+    a->stop();
+    b->stop();
+    a.reset();
+    b.reset();
+    EXPECT_EQ(rows(name), scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"))
+        << "the instances stopped before every published event was consumed";
+
+    // 2. Rebind: delete the empty partition queues, forget the recorded count.
+    for (int i = 0; i < 4; ++i) {
+        int rc = -1;
+        const std::string q = outbox::partitions::partition_queue(name, i);
+        const std::string out = shell(services() + " rabbitmqctl delete_queue " + q, &rc);
+        ASSERT_EQ(rc, 0) << out;
+    }
+    db->exec("DELETE FROM \"" + cfg.schema + "\".outbox_inbox_partitionings WHERE consumer = $1", {name});
+    EXPECT_GT(writer.written(), written_at_drain) << "the writer went on committing during the drain";
+
+    // 3. Resume: the instances with 8 partitions, then the relay.
+    a = std::make_unique<Instance>(partitioned(8, "a"), name, handler_for("a"));
+    b = std::make_unique<Instance>(partitioned(8, "b"), name, handler_for("b"));
+    EXPECT_EQ(scalar_long("SELECT partitions FROM \"" + cfg.schema +
+                          "\".outbox_inbox_partitionings WHERE consumer = '" + name + "'"),
+              8);
+    relay = std::make_unique<ChildProcess>(relay_daemon(cfg));
+    const long resumed_at = writer.written();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= resumed_at + 60; }, 60s)) << rows(name) << " " << resumed_at;
+    std::string writer_error;
+    const long written = writer.stop(&writer_error);
+    EXPECT_EQ(writer_error, "");
+    ASSERT_TRUE(eventually([&] { return rows(name) >= written; }, 60s))
+        << rows(name) << " of " << written << "\n"
+        << relay->output() << a->log_text() << b->log_text();
+    std::this_thread::sleep_for(500ms); // a duplicate effect would show up now
+    EXPECT_EQ(relay->terminate(), 0) << relay->output();
+
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table()), written);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status <> 'PUBLISHED'"), 0);
+    EXPECT_EQ(rows(name), written);
+    EXPECT_EQ(not_once(name), 0) << "an event lost or applied twice";
+    EXPECT_EQ(order_violations(name), 0) << "an aggregate's events applied out of seq order";
+    EXPECT_GT(
+        scalar_long("SELECT count(DISTINCT part) FROM " + effects() + " WHERE consumer = '" + name + "' AND part >= 4"),
+        0)
+        << "the new partitions p4 .. p7 were never consumed";
+    const long moved = scalar_long("SELECT count(*) FROM (SELECT aggregate FROM " + effects() + " WHERE consumer = '" +
+                                   name + "' GROUP BY aggregate HAVING count(DISTINCT part) > 1) moved");
+    EXPECT_GT(moved, 0) << "no aggregate moved to another queue: the change was not exercised";
+    std::printf("[ stats    ] %ld events, %ld of them committed while the relay was stopped; %ld of 24 aggregates "
+                "moved to another partition queue\n",
+                written, resumed_at - written_at_drain, moved);
+    EXPECT_EQ(a->error(), "");
+    EXPECT_EQ(b->error(), "");
+}
+
+// kill -9 of an instance process (the fault suite's consumer, public C API) while another runs:
+// the survivor consumes the dead instance's partitions within the lease, one heartbeat
+// (lease / 4) and a margin for reconnecting and the first message on a loaded 2-core machine.
+TEST_F(PartitionTest, KilledInstanceProcessIsTakenOverWithinTheLeaseAndAHeartbeat) {
+    constexpr int kLeaseMs = 1500; // the fixture's consumer.lease_ms
+    constexpr int kHeartbeatMs = kLeaseMs / 4;
+    constexpr int kMarginMs = 1500;
+    constexpr int kBoundMs = kLeaseMs + kHeartbeatMs + kMarginMs;
+    constexpr int kEvents = 400;
+    const std::string name = subscriber("it-kill", 4);
+    // The fault consumer's effects table: one row per (consumer, event), n its applications.
+    db->exec_simple("DROP TABLE " + effects());
+    db->exec_simple(
+        "CREATE TABLE " + effects() +
+        " (applied bigserial, consumer text NOT NULL, outbox_id text NOT NULL, aggregate_id text NOT NULL,"
+        " seq bigint NOT NULL, n int NOT NULL, instance text, part int, PRIMARY KEY (consumer, outbox_id))");
+    const std::string log_path = ::testing::TempDir() + "outbox-killed-instance-" + suffix + ".log";
+    std::remove(log_path.c_str());
+    ChildProcess doomed({OUTBOX_FAULT_CONSUMER_PATH, "--name", name, "--schema", cfg.schema, "--exchange", cfg.exchange,
+                         "--log", log_path, "--handler-sleep-us", "100000", "--set", "consumer.partitions=4", "--set",
+                         "consumer.instance=a-doomed", "--set", "consumer.lease_ms=" + std::to_string(kLeaseMs)},
+                        {"OUTBOX_PG_URL=" + consumer_pg_url(), "OUTBOX_AMQP_URL=" + amqp_url()});
+    auto log_text = [&] {
+        std::ifstream in(log_path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        return ss.str();
+    };
+    ASSERT_TRUE(eventually([&] { return log_text().find("partitions [0,1,2,3] of 4") != std::string::npos; }, 20s))
+        << log_text() << doomed.output();
+
+    // The survivor, in this process: when it first handled a message of each partition after the kill.
+    std::mutex mu;
+    std::map<int, Clock::time_point> first_after_kill;
+    std::optional<Clock::time_point> killed_at;
+    Instance survivor(partitioned(4, "b-survivor"), name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            if (killed_at && first_after_kill.count(d.partition) == 0) {
+                first_after_kill[d.partition] = Clock::now();
+            }
+        }
+        tx.exec("INSERT INTO " + effects() +
+                    " (consumer, outbox_id, aggregate_id, seq, n, instance, part) VALUES ($1, $2, $3, $4, 1, $5, $6)"
+                    " ON CONFLICT (consumer, outbox_id) DO UPDATE SET n = effects.n + 1",
+                {name, d.event_id, d.aggregate_id, std::to_string(d.seq), "b-survivor", std::to_string(d.partition)});
+    });
+    // Sorted, "a-doomed" keeps 0 and 2, "b-survivor" gets 1 and 3.
+    ASSERT_TRUE(eventually([&] { return log_text().find("partitions [0,2] of 4") != std::string::npos; }, 20s))
+        << log_text();
+    ASSERT_TRUE(eventually([&] { return as_set(survivor.held()) == std::set<int>{1, 3}; }, 20s)) << survivor.log_text();
+
+    write_events(kEvents, 40, "k");
+    relay_all();
+    const std::string doomed_rows =
+        "SELECT count(*) FROM " + effects() + " WHERE consumer = '" + name + "' AND instance IS NULL";
+    // The doomed instance handles 10 messages a second per partition: a backlog stays in 0 and 2.
+    ASSERT_TRUE(eventually([&] { return scalar_long(doomed_rows) >= 10; }, 20s)) << log_text();
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        killed_at = Clock::now();
+    }
+    doomed.signal(SIGKILL);
+    ASSERT_EQ(doomed.wait(5000), 128 + SIGKILL);
+    const long handled_by_doomed = scalar_long(doomed_rows);
+
+    std::optional<Clock::time_point> assigned_at;
+    ASSERT_TRUE(eventually(
+        [&] {
+            if (!assigned_at && survivor.held().size() == 4) {
+                assigned_at = Clock::now();
+            }
+            std::lock_guard<std::mutex> lock(mu);
+            return first_after_kill.count(0) != 0 && first_after_kill.count(2) != 0;
+        },
+        std::chrono::milliseconds(kBoundMs * 4), 5ms))
+        << survivor.log_text();
+    auto ms = [&](Clock::time_point t) {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(t - *killed_at).count();
+    };
+    long long took = 0;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        took = std::max(ms(first_after_kill[0]), ms(first_after_kill[2]));
+    }
+    std::printf("[ takeover ] kill -9 of the instance holding partitions 0 and 2: the survivor held all 4 after "
+                "%lld ms and had consumed from both after %lld ms (bound %d ms = lease %d + heartbeat %d + margin "
+                "%d)\n",
+                assigned_at ? static_cast<long long>(ms(*assigned_at)) : -1LL, took, kBoundMs, kLeaseMs, kHeartbeatMs,
+                kMarginMs);
+    EXPECT_LE(took, kBoundMs) << "the dead instance's partitions were taken over too late";
+    EXPECT_GE(took, kLeaseMs - kHeartbeatMs) << "taken over before the lease could have run out: not by the lease?";
+
+    ASSERT_TRUE(eventually(
+        [&] {
+            return scalar_long("SELECT count(*) FROM " + effects() + " WHERE consumer = '" + name + "'") >= kEvents;
+        },
+        60s))
+        << survivor.log_text();
+    std::this_thread::sleep_for(300ms);
+    EXPECT_GT(handled_by_doomed, 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " o LEFT JOIN " + effects() +
+                          " e ON e.outbox_id = o.outbox_id::text AND e.consumer = '" + name +
+                          "' WHERE coalesce(e.n, 0) <> 1"),
+              0)
+        << "an event lost or applied twice";
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY aggregate_id ORDER BY "
+                          "applied) AS prev FROM " +
+                          effects() + " WHERE consumer = '" + name +
+                          "') x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)"),
+              0)
+        << "an aggregate's events applied out of seq order";
+    EXPECT_EQ(survivor.error(), "");
 }
