@@ -6,14 +6,18 @@
 # copy exactly as the test command does (scripts/suites.sh cxx_suite, python_suite, node_suite),
 # each with a time limit. Every suite must FAIL, and name the test that caught the bug.
 #   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (default: both)
-# Expects the services up with OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/services.sh up;
-# eval "$(scripts/services.sh env)"). Takes 10-20 minutes per bug on 2 cores (three builds).
-# Exits 0 only when every suite caught every bug. Not part of the test command: run it by hand.
+# The copy starts throwaway services of its own (scripts/services.sh in the copy, its own run
+# directory, ports from OUTBOX_PLANTED_PORT_BASE, default 57300, up to base+29) and stops them after.
+# Takes 10-20 minutes per bug on 2 cores (three builds). Exits 0 only when every suite caught
+# every bug. Not part of the test command: run it by hand.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,11p' "$0"; exit 0; fi
-: "${OUTBOX_PG_URL:?export the services' URLs: eval \"\$(scripts/services.sh env)\"}"
-: "${OUTBOX_AMQP_URL:?export the services' URLs}"
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,12p' "$0"; exit 0; fi
+base=${OUTBOX_PLANTED_PORT_BASE:-57300}
+export OUTBOX_PG_PORT=$base OUTBOX_AMQP_PORT=$((base + 1)) OUTBOX_AMQPS_PORT=$((base + 2))
+export OUTBOX_RABBIT_DIST_PORT=$((base + 3)) OUTBOX_EPMD_PORT=$((base + 4))
+export OUTBOX_RABBIT_CTL_PORT_MIN=$((base + 10)) OUTBOX_RABBIT_CTL_PORT_MAX=$((base + 29))
+unset OUTBOX_PG_URL OUTBOX_AMQP_URL
 run_dir=${OUTBOX_RUN_DIR:-$root/.run}/planted
 bugs=("$@")
 [[ ${#bugs[@]} -gt 0 ]] || bugs=(db-lost-counted limit-off-by-one)
@@ -43,16 +47,24 @@ EOF
 caught=0 missed=0
 for bug in "${bugs[@]}"; do
   src=$run_dir/$bug
-  rm -rf "$src"
   mkdir -p "$run_dir"
-  git clone -q "$root" "$src"
+  if [[ -d $src/.git ]]; then # again: the committed tree, keeping the copy's build trees
+    git -C "$src" fetch -q "$root" HEAD && git -C "$src" reset -q --hard FETCH_HEAD
+  else
+    git clone -q "$root" "$src"
+  fi
   [[ -d $root/../shared && ! -e $src/../shared ]] && ln -s "$root/../shared" "$src/../shared" 2>/dev/null || true
   plant "$src" "$bug"
   echo "=== planted $bug in $src"
+  export OUTBOX_RUN_DIR=$src/.run
+  "$src/scripts/services.sh" up >"$run_dir/$bug.services.log" 2>&1
+  trap '"$src/scripts/services.sh" down >/dev/null 2>&1 || true' EXIT
+  eval "$("$src/scripts/services.sh" env)"
+  export OUTBOX_PG_URL OUTBOX_AMQP_URL
   for s in cxx_suite python_suite node_suite; do
     log=$run_dir/$bug.$s.log
     rc=0
-    OUTBOX_RUN_DIR=$src/.run timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
+    timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
     failing=$(grep -E '^\[  FAILED  \] [A-Za-z]|^FAILED |^not ok |^# fail [1-9]|^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Failed' "$log" \
       | grep -v ' listed below' | sort -u | head -8 || true)
     if [[ $rc != 0 ]]; then
@@ -64,6 +76,7 @@ for bug in "${bugs[@]}"; do
       echo "  MISSED  $bug: $s passed with the bug planted ($log)"
     fi
   done
+  "$src/scripts/services.sh" down >/dev/null 2>&1 || true
 done
 echo "planted bugs: caught $caught time(s), missed $missed time(s)"
 [[ $missed == 0 ]]
