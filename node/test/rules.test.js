@@ -23,6 +23,13 @@ test('event fields: the library enumerates them; the typed OutboxEvent names the
   assert.equal(native.event_field(names.length), null);
 });
 
+test('status codes: the names and numbers errors.js gives every Error are the library\'s (outbox_status_name)', () => {
+  // errors.js keeps a table because native.js loads it before the addon; it must equal the C enum.
+  const { STATUS } = require(path.join(dir, 'lib', 'errors'));
+  assert.deepEqual({ ...STATUS }, { ...native.status });
+  for (const [name, code] of Object.entries(STATUS)) assert.equal(native.status_name(code), name);
+});
+
 test('SQLSTATE classification is the library\'s', () => {
   assert.equal(codeForSqlstate('23505'), 'DUPLICATE');
   assert.equal(codeForSqlstate('08006'), 'CONNECTION');
