@@ -23,18 +23,18 @@ namespace {
 // with the same event row inserted by a plain INSERT into a bare table (the floor).
 enum class WMode { biz = 0, off = 1, on = 2, row = 3 };
 constexpr int kWModes = 4;
+// Per mode, in enum order: its row key, and what the transaction holds beyond the business row.
+struct WModeName {
+    const char *key, *what;
+};
+constexpr WModeName kWModeNames[kWModes] = {
+    {"W-biz", " alone"},
+    {"W-off", " + outbox_write, write.notify=false"},
+    {"W-on", " + outbox_write, write.notify=true"},
+    {"W-row", " + the same event row by a plain INSERT into a bare table"},
+};
 const char *wmode_key(WMode m) {
-    switch (m) {
-    case WMode::biz:
-        return "W-biz";
-    case WMode::off:
-        return "W-off";
-    case WMode::on:
-        return "W-on";
-    case WMode::row:
-        break;
-    }
-    return "W-row";
+    return kWModeNames[static_cast<int>(m)].key;
 }
 
 // The bare copy of the outbox table W-row inserts into: the same columns and defaults, no key,
@@ -176,13 +176,14 @@ struct SliceWriter {
         }
     }
 
-    // W-row: the event row outbox_write would store, by a plain prepared INSERT.
+    // W-row: the event row outbox_write would store, by a plain prepared INSERT. Its metadata and
+    // user are made once, as the outbox_write modes set them once on their event.
+    const std::string metadata = Generator::metadata();
+    const std::string user = Generator::user();
     bool insert_row(PGconn *pgc, const char *agg, long i) {
         char id[64];
         std::snprintf(id, sizeof id, "00000000-%04x-7000-8000-%012ld", static_cast<unsigned>(slice * 64 + w) & 0xffffU,
                       i);
-        const std::string metadata = Generator::metadata();
-        const std::string user = Generator::user();
         const char *vals[8] = {"ORD", agg, id, "OrderCreated", "POST", payload.c_str(), metadata.c_str(), user.c_str()};
         PGresult *res = PQexecPrepared(pgc, "bench_event_row", 8, vals, nullptr, nullptr, 0);
         const bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
@@ -284,26 +285,12 @@ WSums measure_modes(Run &run, const Options &o, long slice_writes) {
 }
 
 // The row and figure of mode k against the business row alone; its point of the series.
-std::string wmode_what(WMode m) {
-    switch (m) {
-    case WMode::biz:
-        return " alone";
-    case WMode::off:
-        return " + outbox_write, write.notify=false";
-    case WMode::on:
-        return " + outbox_write, write.notify=true";
-    case WMode::row:
-        break;
-    }
-    return " + the same event row by a plain INSERT into a bare table";
-}
-
 void mode_row(Run &run, const Options &o, const WSums &s, int k, Json &series) {
     const WMode m = static_cast<WMode>(k);
     const double biz_tps = static_cast<double>(s.sum[0].txns) / s.sum[0].seconds;
     Row r;
     r.key = wmode_key(m);
-    r.what = std::to_string(o.writers) + " writers, one business row per transaction" + wmode_what(m);
+    r.what = std::to_string(o.writers) + " writers, one business row per transaction" + kWModeNames[k].what;
     r.events = s.sum[k].txns;
     r.seconds = s.sum[k].seconds;
     r.client_cpu_s = s.sum[k].cpu_s;
