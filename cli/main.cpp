@@ -503,7 +503,7 @@ void define(CLI::App &app, Commands &c) {
     c.relay->add_option("--batch-size", c.ro.batch_size, "events claimed per step (relay.batch_size, default 500)");
     c.relay->add_option("--window", c.ro.window, "unconfirmed messages in flight (relay.window, default 512)");
     c.relay->add_option("--poll-interval-ms", c.ro.poll_interval_ms,
-                        "polling fallback interval (relay.poll_interval_ms, default 1000)");
+                        "longest wait between polls of an idle relay (relay.poll_interval_ms, default 100)");
     c.relay->add_flag("--no-listen", c.ro.no_listen, "do not LISTEN for NOTIFY wake-ups; poll only");
     c.relay->add_flag("--once", c.ro.once,
                       "run one step, wait for its outcomes to commit, print what it did (one JSON object with "

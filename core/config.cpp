@@ -178,12 +178,18 @@ std::vector<Option> runtime_options() {
                 &Config::relay_max_attempts, 1, 1000000),
         bool_opt("relay.unroutable_is_failure", "a message no queue received counts as a failed publish (default true)",
                  &Config::relay_unroutable_is_failure),
-        int_opt("relay.poll_interval_ms", "polling fallback when no notification arrives (default 1000)",
+        int_opt("relay.poll_interval_ms",
+                "longest wait between polls of an idle relay, the fallback when no notification arrives; each "
+                "idle poll is one statement (default 100)",
                 &Config::relay_poll_interval_ms, 1, 3600000),
         int_opt("relay.busy_poll_ms",
-                "after a step that found work, poll again this soon; after 25 empty polls the interval "
+                "after a step that found work, poll again this soon, for relay.linger_ms; then the interval "
                 "doubles up to relay.poll_interval_ms (default 2)",
                 &Config::relay_busy_poll_ms, 1, 3600000),
+        int_opt("relay.linger_ms",
+                "how long after the last event the relay keeps polling every relay.busy_poll_ms before "
+                "backing off (default 1000)",
+                &Config::relay_linger_ms, 0, 3600000),
         bool_opt("relay.listen", "wake up on LISTEN/NOTIFY (default true)", &Config::relay_listen),
         str_opt("relay.notify_channel", "NOTIFY channel name (default outbox_events)", &Config::notify_channel, true),
         amqp_name_opt("consumer.queue", "the consumer's durable queue (default: the consumer's name)",

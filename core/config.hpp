@@ -49,8 +49,9 @@ struct Config {
     int relay_backoff_max_ms = 300000;
     int relay_max_attempts = 10;
     bool relay_unroutable_is_failure = true;
-    int relay_poll_interval_ms = 1000;
+    int relay_poll_interval_ms = 100;
     int relay_busy_poll_ms = 2;
+    int relay_linger_ms = 1000;
     bool relay_listen = true;
     std::string notify_channel = "outbox_events";
     std::string relay_name = "outbox-relay";

@@ -148,7 +148,7 @@ void Conn::revive_if_lost() {
 }
 
 void Conn::rollback_quietly() noexcept {
-    if (ok()) {
+    if (ok() && PQtransactionStatus(c_) != PQTRANS_IDLE) {
         PQclear(PQexec(c_, "ROLLBACK"));
     }
 }

@@ -210,7 +210,8 @@ void Relay::drop_amqp() noexcept {
 std::vector<RelayItem> Relay::claim(pg::Conn &db) {
     std::vector<RelayItem> items;
     try {
-        db.exec_simple("BEGIN");
+        // The visits run outside a transaction: an idle relay's poll is then one statement. The
+        // claim below re-checks each head under its row lock, so nothing relies on their snapshot.
         // Visit aggregates from the cursor and take the due heads: first as many as a batch
         // holds, widening while too few are due (failed heads in backoff are skipped), and
         // wrapping around once at the end of the index.
@@ -257,8 +258,9 @@ std::vector<RelayItem> Relay::claim(pg::Conn &db) {
             scan = std::min(scan * 4, max_visit - visited);
         }
         if (types.empty()) {
-            return items; // nothing due; the caller ends the transaction
+            return items; // nothing due, and no transaction was opened
         }
+        db.exec_simple("BEGIN");
         pg::Result r = db.exec_cached(
             claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs), std::to_string(batch)});
         items.reserve(static_cast<size_t>(r.rows()));
@@ -388,7 +390,7 @@ Relay::Batch Relay::take_batch(RelayStats &st) {
         add_marks(st, cur.prior);
         have = !cur.items.empty();
         if (!have) {
-            pg_[cur.slot]->exec_simple("COMMIT");
+            commit_empty(cur.slot);
         }
     }
     const bool overlap = have && static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping() &&
@@ -655,10 +657,12 @@ void Relay::mark_batch(const Batch &cur, RelayStats &st, bool amqp_failed) {
     }
 }
 
-// Ends a step that claimed nothing: its (empty) claim transaction is committed.
+// Ends a step that claimed nothing: its claim transaction, if one was opened, is committed.
 void Relay::commit_empty(int slot) {
     try {
-        pg_[slot]->exec_simple("COMMIT");
+        if (pg_[slot]->tx_status() == PQTRANS_INTRANS) {
+            pg_[slot]->exec_simple("COMMIT");
+        }
     } catch (const Error &) {
         if (!pg_[slot]->ok()) {
             drop_pg(slot);
@@ -788,14 +792,14 @@ void Relay::report(const RelayStats &st, Errc code, const std::string &error, in
 void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
     int backoff = 100;
     // Adaptive polling: while events keep coming the relay looks again within relay.busy_poll_ms,
-    // so latency stays low without the writers' NOTIFY (which costs them a commit-time lock);
-    // when polls come back empty the interval doubles up to relay.poll_interval_ms.
+    // so latency stays low without the writers' NOTIFY (which costs them a commit-time lock).
+    // It keeps that pace for relay.linger_ms after the last event, so the gaps of a bursty load
+    // do not grow the next event's wait (the p99 latency); after that the interval doubles up to
+    // relay.poll_interval_ms, where an idle relay's poll is one statement.
     const int idle_max = std::max(cfg_.relay_poll_interval_ms, 1);
-    int poll_ms = std::min(cfg_.relay_busy_poll_ms, idle_max);
-    // Events under a steady load arrive with short gaps: a few empty polls at the busy interval
-    // before backing off keep such gaps from growing the next event's wait (the p99 latency).
-    constexpr int kLingerPolls = 25;
-    int empty_polls = 0;
+    const int busy_ms = std::min(cfg_.relay_busy_poll_ms, idle_max);
+    int poll_ms = busy_ms;
+    auto last_work = Clock::now();
     while (!stopping()) {
         try {
             RelayStats st = step();
@@ -816,16 +820,17 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
                 discard_prefetch(); // no claim held while blocked; idle_wait uses the connections
                 idle_wait(cfg_.relay_poll_interval_ms);
             } else if (st.claimed > 0 && st.claimed < cfg_.relay_batch_size) {
-                poll_ms = std::min(cfg_.relay_busy_poll_ms, idle_max);
-                empty_polls = 0;
+                poll_ms = busy_ms;
+                last_work = Clock::now();
                 idle_wait(poll_ms);
             } else if (st.claimed == 0) {
                 idle_wait(poll_ms);
-                if (++empty_polls > kLingerPolls) {
+                if (Clock::now() - last_work > std::chrono::milliseconds(cfg_.relay_linger_ms)) {
                     poll_ms = static_cast<int>(std::min<int64_t>(int64_t{poll_ms} * 2, idle_max));
                 }
             } else {
-                empty_polls = 0;
+                poll_ms = busy_ms;
+                last_work = Clock::now();
             }
         } catch (const Error &e) {
             if (e.code() == Errc::invalid_argument || e.code() == Errc::schema) {

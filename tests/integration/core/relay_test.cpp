@@ -220,10 +220,11 @@ TEST(Backoff, ExponentialCappedWithBoundedJitter) {
 }
 
 // Without writer NOTIFY, a relay that keeps finding work polls again within relay.busy_poll_ms,
-// far sooner than relay.poll_interval_ms; once polls come back empty it backs off again.
+// far sooner than relay.poll_interval_ms; relay.linger_ms after the last event it backs off.
 TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     cfg.set("relay.listen", "false");
     cfg.set("relay.poll_interval_ms", "4000");
+    cfg.set("relay.linger_ms", "300");
     cfg.set("relay.unroutable_is_failure", "false");
     outbox::Relay relay(cfg);
     std::atomic<long> empty_steps{0};
@@ -268,11 +269,16 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     EXPECT_LT(median_ms, 200) << "write-to-claim median " << median_ms << " ms";
     EXPECT_LT(max_ms, 2000) << "write-to-claim max " << max_ms << " ms (poll interval 4000 ms)";
 
-    // Idle: after 25 empty polls at the busy interval the polls back off (4, 8, 16, ... ms)
-    // instead of spinning every 2 ms (which would be some 750 polls in 1.5 s).
+    // Lingering: for relay.linger_ms after the last event the relay still polls at the busy pace.
+    const long at_end = empty_steps.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_GE(empty_steps.load() - at_end, 20) << "empty polls in the first 200 ms after the last event";
+    // Idle: past the linger the polls back off (4, 8, 16, ... ms) instead of spinning every 2 ms
+    // (which would be some 750 polls in 1.5 s).
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const long before = empty_steps.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const long idle_polls = empty_steps.load() - before;
-    EXPECT_LE(idle_polls, 45) << "empty polls in 1.5 s idle";
+    EXPECT_LE(idle_polls, 20) << "empty polls in 1.5 s idle";
     EXPECT_GE(idle_polls, 3) << "the relay stopped polling altogether";
 }
