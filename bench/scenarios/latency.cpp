@@ -121,6 +121,26 @@ LatPoint latency_point(Run &run, const Options &o, ArrivalRecorder &rec, const s
     return p;
 }
 
+// What the idle relay (defaults) costs PostgreSQL: the database's transactions per second over
+// 10 s, from 3 s after the last event (past relay.linger_ms and the back-off to
+// relay.poll_interval_ms). An idle poll is one autocommit statement, so each is one transaction;
+// nothing else in the bench touches PostgreSQL meanwhile (the consumer is AMQP only), and
+// anything that did, autovacuum included, would only raise the figure.
+double idle_statements_per_s(Pg &pg) {
+    const std::string q = "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()";
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    const long long before = pg.query(q)->get_ll(0, 0);
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    const long long after = pg.query(q)->get_ll(0, 0);
+    const double seconds = seconds_between(t0, Clock::now());
+    // The first sample's own transaction is counted in the second; PostgreSQL reports a backend's
+    // counts within about a second, at both ends alike.
+    const double per_s = static_cast<double>(after - before - 1) / seconds;
+    progress("L: idle relay: " + fixed(per_s, 1) + " statements/s over " + fixed(seconds, 1) + " s");
+    return per_s;
+}
+
 Json percentiles_json(const LatPoint &p) {
     Json j = Json::object().num("p50_ms", p.p50, 3).num("p99_ms", p.p99, 3);
     return j.num("p999_ms", p.p999, 3).num("max_ms", p.max, 3);
@@ -166,6 +186,7 @@ std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
             require_alive(*daemon);
         }
     }
+    run.idle_statements_per_s = idle_statements_per_s(pg);
     // Which setting reaches p50 <= 5 ms without writer-side NOTIFY: a short polling interval.
     if (o.latency_poll_diag) {
         stop_daemon(*daemon);
@@ -215,13 +236,28 @@ void scenario_latency(Bench &b) {
             add_figure(run, f99);
         }
     }
+    if (run.idle_statements_per_s >= 0) {
+        Figure fi;
+        fi.section = "4 latency";
+        fi.name = "idle relay (defaults): statements per second";
+        fi.value = fixed(run.idle_statements_per_s, 1) + "/s";
+        fi.target = "≤ 20/s";
+        fi.verdict = verdict(run.idle_statements_per_s <= 20);
+        add_figure(run, fi);
+        Row r;
+        r.key = "L-idle";
+        r.what = "idle relay (defaults), 3 s after the last event: " + fixed(run.idle_statements_per_s, 1) +
+                 " statements/s (pg_stat_database transactions over 10 s; an idle poll is one autocommit statement)";
+        run.rows.push_back(r);
+    }
     run.series["latency"] = series;
     run.notes.push_back("L: writers pace commits at 25/50/80% of the maximum rate measured first (" +
                         rate_str(run.max_rate) +
                         ": unpaced writers with the relay daemon and a consumer running); latency is from COMMIT "
                         "returning in the writer to the consumer (a plain AMQP consumer in the same process, same "
                         "monotonic clock) receiving the message. The relay is `outbox relay` with its defaults "
-                        "(relay.listen=true, relay.poll_interval_ms=1000); \"notify on\" sets write.notify=true in "
+                        "(relay.listen=true, relay.busy_poll_ms=2, relay.linger_ms=1000, relay.poll_interval_ms=100); "
+                        "\"notify on\" sets write.notify=true in "
                         "the writers, \"poll 5 ms\" runs the relay with --poll-interval-ms 5 instead");
     reset_outbox(b.pg, run);
     b.phase("L");

@@ -49,6 +49,7 @@ struct Run {
     std::vector<std::string> daemon_logs; // removed at the end unless --keep or a check failed
     std::vector<Row> rows;
     std::vector<Figure> figures;
+    double idle_statements_per_s = -1;  // L: the idle relay's cost to PostgreSQL; -1: not measured
     std::map<std::string, Json> series; // name -> the plotted data (bench/plot.py)
     std::vector<std::string> notes;
     std::vector<std::string> failures; // verification failures: the figures are not to be trusted
