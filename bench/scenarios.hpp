@@ -6,6 +6,7 @@
 //   P         sweep.cpp        the relay's drain vs relay.batch_size and vs relay.window
 //   R-nojit   diagnostics.cpp  a drain with options='-c jit=off' (only when named)
 //   R-pinned  diagnostics.cpp  a drain with options='-c jit=off -c enable_sort=off' (only when named)
+//   Z         size.cpp         the relay's drain on top of --size-beneath published events (only when named)
 //   R-w1      window1.cpp      the relay with relay.window=1: what confirm pipelining buys
 //   S         seed.cpp         the documents' publishPendingEvents loop, without and with its sleep
 //   X         scale.cpp        1, 2, 4 `outbox relay` daemons on one table, per-aggregate order check
@@ -52,19 +53,20 @@ struct Bench {
     [[nodiscard]] const Row *main_drain() const;
 };
 
-void scenario_baseline(Bench &b); // B
-void scenario_drain(Bench &b);    // D
-void scenario_sweep(Bench &b);    // P
-void scenario_nojit(Bench &b);    // R-nojit
-void scenario_pinned(Bench &b);   // R-pinned
-void scenario_window1(Bench &b);  // R-w1
-void scenario_seed(Bench &b);     // S
-void scenario_scale(Bench &b);    // X
-void scenario_latency(Bench &b);  // L
-void scenario_consumer(Bench &b); // C
-void scenario_writes(Bench &b);   // W
-void scenario_bindings(Bench &b); // K
-void scenario_health(Bench &b);   // H
+void scenario_baseline(Bench &b);   // B
+void scenario_drain(Bench &b);      // D
+void scenario_sweep(Bench &b);      // P
+void scenario_nojit(Bench &b);      // R-nojit
+void scenario_pinned(Bench &b);     // R-pinned
+void scenario_size(Bench &b);       // Z
+void scenario_window1(Bench &b);    // R-w1
+void scenario_seed(Bench &b);       // S
+void scenario_scale(Bench &b);      // X
+void scenario_latency(Bench &b);    // L
+void scenario_consumer(Bench &b);   // C
+void scenario_writes(Bench &b);     // W
+void scenario_bindings(Bench &b);   // K
+void scenario_health(Bench &b);     // H
 void scenario_partitions(Bench &b); // Q
 
 // The table, in the order the scenarios run.

@@ -50,6 +50,8 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
                      "  --queue-type T      the bench queue: classic (default) or quorum (bench/run --cluster)\n"
                      "  --per-aggregate K   events per aggregate in the D backlog, seq 1..K (default 1)\n"
                      "  --sweep-events N    P backlog per point (default 10000)\n"
+                     "  --size-beneath N    Z: published events beneath the backlogs (default 10000000)\n"
+                     "  --size-backlog N    Z: the backlog drained on top of them after a 10k one (default 1000000)\n"
                      "  --sweep-batches LIST, --sweep-windows LIST   P points (default 100,250,500,1000,2000 and\n"
                      "                      16,64,256,512,1024)\n"
                      "  --scale-events N    X backlog (default 50000); --scale-per-aggregate K (default 10)\n"
@@ -106,7 +108,7 @@ std::vector<long> parse_list(const std::string &opt, const char *v, long lo, lon
 // Which sizes the command line gave: --quick changes only the others.
 struct Given {
     bool events = false, writes = false, slices = false, drains = false, sweep = false, batches = false,
-         windows = false, scale = false, lat = false, health = false, part = false;
+         windows = false, scale = false, lat = false, health = false, part = false, size = false;
 };
 
 // One option: what its value does to the options, and which size it gives (--quick leaves those).
@@ -161,6 +163,8 @@ const std::vector<Opt> &option_table() {
         number("--events", &Options::events, 1, many, &Given::events),
         numbers("--drain-sizes", &Options::drain_sizes, 1, many, &Given::drains),
         number("--sweep-events", &Options::sweep_events, 1, many, &Given::sweep),
+        number("--size-beneath", &Options::size_beneath, 0, 1000000000, &Given::size),
+        number("--size-backlog", &Options::size_backlog, 1, many, &Given::size),
         numbers("--sweep-batches", &Options::sweep_batches, 1, 100000, &Given::batches),
         numbers("--sweep-windows", &Options::sweep_windows, 1, 65535, &Given::windows),
         number("--scale-events", &Options::scale_events, 1, many, &Given::scale),
@@ -209,6 +213,10 @@ void apply_quick(Options &o, const Given &set) {
     }
     if (!set.sweep) {
         o.sweep_events = 2000;
+    }
+    if (!set.size) {
+        o.size_beneath = 20000;
+        o.size_backlog = 2000;
     }
     if (!set.batches) {
         o.sweep_batches = {100, 500};

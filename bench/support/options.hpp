@@ -32,15 +32,17 @@ struct Options {
     long consume_events = -1;  // C: messages per consumer; default events / 20
     std::vector<long> drain_sizes{10000, 100000, 1000000}; // D: relay drains of these backlogs
     long sweep_events = 10000;                             // P: backlog per sweep point
+    long size_beneath = 10000000;                          // Z: published events beneath the backlogs
+    long size_backlog = 1000000; // Z: the large backlog drained on top of them (after a 10k one)
     std::vector<long> sweep_batches{100, 250, 500, 1000, 2000};
     std::vector<long> sweep_windows{16, 64, 256, 512, 1024};
     long scale_events = 50000;    // X: backlog drained by 1, 2 and 4 relay processes
     int scale_per_aggregate = 10; // X: events per aggregate (order is checked per aggregate)
     std::vector<long> scale_relays{1, 2, 4};
-    long part_events = 20000;    // Q: events for the partitioned subscriber at 1, 2 and 4 instances
-    long part_aggregates = 2000; // Q: over this many aggregates
-    int part_partitions = 16;    // Q: consumer.partitions
-    int part_handler_ms = 2;     // Q: the handler's sleep per event
+    long part_events = 20000;       // Q: events for the partitioned subscriber at 1, 2 and 4 instances
+    long part_aggregates = 2000;    // Q: over this many aggregates
+    int part_partitions = 16;       // Q: consumer.partitions
+    int part_handler_ms = 2;        // Q: the handler's sleep per event
     double latency_seconds = 8;     // L: offered load held this long per point
     double latency_max_seconds = 6; // L: unpaced writes to find the maximum rate
     std::vector<double> latency_loads{0.25, 0.5, 0.8};
