@@ -9,7 +9,8 @@
 # PostgreSQL of scripts/services.sh, in a schema of its own (storage_probe, dropped first), with
 # the modes below interleaved round by round, and writes a Markdown report (default
 # bench/results/issue-19/storage_probe.md) with each mode's median TPS over the rounds and its
-# ratio to the floor ("row") measured in the same run. Every transaction is the W scenario's
+# ratio to the floor ("row") measured in the same run. Each round starts at the next mode in turn,
+# with a CHECKPOINT before each measurement. Every transaction is the W scenario's
 # business row (a 256-byte text column) plus, by mode:
 #   biz          nothing more
 #   row          the event row into a bare copy of the table (no key, no index): the floor
@@ -112,9 +113,13 @@ for m in "${modes[@]}"; do
         echo 'COMMIT;'
     } > "$work/$m.pgb"
 done
-psql "$OUTBOX_PG_URL" -qc CHECKPOINT
 for ((r = 1; r <= rounds; r++)); do
-    for m in "${modes[@]}"; do
+    # Each round starts at another mode, so no mode always runs after the same one; a CHECKPOINT
+    # before each measurement keeps the previous mode's dirty pages out of it.
+    n=${#modes[@]}
+    for ((j = 0; j < n; j++)); do
+        m="${modes[$(((j + r - 1) % n))]}"
+        psql "$OUTBOX_PG_URL" -qc CHECKPOINT
         res="$(timeout $((seconds + 60)) "$pgbench" -n -M prepared -c 4 -j 2 -T "$seconds" -f "$work/$m.pgb" "$OUTBOX_PG_URL" 2>&1)" ||
             { echo "storage_probe: pgbench failed in mode $m: $res" >&2; exit 1; }
         tps="$(grep -oP 'tps = \K[0-9.]+(?= \(without)' <<<"$res")"
@@ -138,7 +143,8 @@ now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"
 lines = [f"# Storage probe: what each part of the event row costs a writer ({now})", "",
          f"Measured the code of commit {commit}.", "",
          f"Written by `bench/storage_probe.sh`: pgbench, 4 clients, prepared, synchronous_commit on, "
-         f"{rounds} rounds of {seconds} s per mode, modes interleaved; median TPS per mode; ratios against "
+         f"{rounds} rounds of {seconds} s per mode, modes interleaved (each round starting at the next mode, "
+         f"a CHECKPOINT before each measurement); median TPS per mode; ratios against "
          f"`row` (the floor) and `biz` of the same run. Every transaction is one business row plus the mode's "
          f"statement; a new aggregate per transaction (bench W's worst case for the counter).", "",
          "| mode | median TPS | vs row (floor) | vs biz | TPS per round |", "|---|---|---|---|---|"]

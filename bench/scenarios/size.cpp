@@ -3,11 +3,18 @@
 // history would; then a 10k backlog and a --size-backlog one are written on top and drained by the
 // relay (the drain child, as in D). Targets: the large drain >= 0.85 x B, and >= 0.85 x the 10k
 // drain (the one on the same table, and D's 10k drain on an empty table when D ran too).
+// Then retention at that size (goal 3): writers at 50% of their maximum rate and the relay daemon
+// run while `outbox_purge_published` removes the oldest 10k, then the oldest 10% of the events.
+// Targets: the large removal takes no longer than 1.5 x the small one; writers' p99 commit latency
+// during it within 1.2 x their p99 before it; the table's size on disk shrinks by the share removed.
 // Only when named: filling 10M events of 1 KB writes some 15 GB.
 #include "../scenarios.hpp"
 
+#include "../support/proc.hpp"
 #include "../support/relay.hpp"
+#include "../support/writers.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -93,6 +100,156 @@ void add_ratio(Run &run, const std::string &name, const Row &r, const Row *base,
     add_figure(run, f);
 }
 
+// The writers' commit latencies (ms, from when each event was due to its COMMIT returning) of the
+// events due in [from_ns, to_ns).
+std::vector<double> latencies_between(const PacedWrites &pw, double rate, int64_t from_ns, int64_t to_ns) {
+    std::vector<double> out;
+    for (size_t k = 0; k < pw.commit_ns.size(); ++k) {
+        const int64_t due = pw.t0_ns + static_cast<int64_t>(static_cast<double>(k) * 1e9 / rate);
+        if (pw.commit_ns[k] != 0 && due >= from_ns && due < to_ns) {
+            out.push_back(static_cast<double>(pw.commit_ns[k] - due) / 1e6);
+        }
+    }
+    return out;
+}
+
+struct Removal {
+    long long deleted = 0;
+    double seconds = 0;
+    int64_t from_ns = 0, to_ns = 0;
+};
+
+// outbox_purge_published of the filled events up to index `upto` (by the age of its published_at).
+Removal remove_oldest(Bench &b, outbox_db *db, long upto) {
+    char id[48];
+    std::snprintf(id, sizeof id, "00000000-00ff-7000-8000-%012lx", static_cast<unsigned long>(upto));
+    const long long age = b.pg.query("SELECT CAST(floor(extract(epoch FROM now() - published_at)) AS bigint) FROM " +
+                                         table_of(b.run, "outbox") + " WHERE outbox_id = CAST($1 AS uuid)",
+                                     {id})
+                              ->get_ll(0, 0);
+    Removal r;
+    const auto t0 = Clock::now();
+    r.from_ns = ns_of(t0);
+    int64_t deleted = 0;
+    if (outbox_purge_published(&deleted, db, age, 5000) != OUTBOX_OK) {
+        die(std::string("Z: outbox_purge_published: ") + outbox_last_error());
+    }
+    const auto t1 = Clock::now();
+    r.to_ns = ns_of(t1);
+    r.seconds = seconds_between(t0, t1);
+    r.deleted = deleted;
+    progress("Z: removed " + std::to_string(deleted) + " events in " + fixed(r.seconds, 2) + " s");
+    return r;
+}
+
+void retention_at_size(Bench &b, long total) {
+    Run &run = b.run;
+    const Options &o = b.o;
+    const long small = std::min(10000L, total / 100);
+    const long large = total / 10;
+    auto id_of = [](std::string &out, long k) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "w%09ld", k % 100000);
+        out.assign(buf);
+    };
+    progress("Z: retention: measuring the writers' maximum rate (3 s unpaced)");
+    PacedWrites mx = paced_writes(run, o, false, 0, 3, 300000, id_of);
+    const double rate = 0.5 * static_cast<double>(mx.written) / std::max(0.001, mx.seconds);
+    const double seconds = o.quick ? 12 : 45;
+    auto daemon = start_daemon(run, "bench-size-retention", {});
+    struct Stop {
+        std::unique_ptr<Daemon> &d;
+        ~Stop() {
+            if (d) {
+                stop_daemon(*d);
+            }
+        }
+    } stop{daemon};
+    progress("Z: retention: writers at " + rate_str(rate) + " (50% load) and the relay daemon for " +
+             fixed(seconds, 0) + " s; removing the oldest " + count_label(small) + ", then the oldest " +
+             count_label(large) + " of " + count_label(total));
+    PacedWrites pw;
+    std::thread writers(
+        [&] { pw = paced_writes(run, o, false, rate, seconds, static_cast<long>(rate * seconds) + 1, id_of); });
+    outbox_config *cfg = nullptr;
+    outbox_db *db = nullptr;
+    if (outbox_config_new(&cfg) != OUTBOX_OK ||
+        outbox_config_set(cfg, "outbox.schema", run.schema.c_str()) != OUTBOX_OK ||
+        outbox_db_open(&db, run.pg_url.c_str(), cfg) != OUTBOX_OK) {
+        writers.join();
+        die(std::string("Z: purge connection: ") + outbox_last_error());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(o.quick ? 3 : 12));
+    const Removal rs = remove_oldest(b, db, small - 1);
+    std::this_thread::sleep_for(std::chrono::seconds(o.quick ? 2 : 8));
+    const long long before = outbox_bytes(b); // just before and after the large removal: the writers'
+    const Removal rl = remove_oldest(b, db, large - 1);
+    const long long after = outbox_bytes(b); // rows of those seconds are negligible next to it
+    outbox_db_close(db);
+    outbox_config_free(cfg);
+    writers.join();
+    require_alive(*daemon);
+    const int64_t quiet_from = pw.t0_ns + 2000000000LL;
+    std::vector<double> quiet = latencies_between(pw, rate, quiet_from, rs.from_ns);
+    std::vector<double> during = latencies_between(pw, rate, rl.from_ns, rl.to_ns);
+    std::vector<double> later = latencies_between(pw, rate, rl.to_ns, pw.t0_ns + static_cast<int64_t>(seconds * 1e9));
+    const double p99q = percentile(quiet, 99), p99d = percentile(during, 99), p99l = percentile(later, 99);
+    expect(run, rs.deleted > 0 && rl.deleted > 0, "Z: each removal removed events");
+    Row r;
+    r.key = "Z-retention";
+    r.what = "removing the oldest " + std::to_string(rs.deleted) + " then " + std::to_string(rl.deleted) + " of " +
+             count_label(total) + " published events with writers at " + rate_str(rate) +
+             " and the relay running: " + fixed(rs.seconds, 2) + " s and " + fixed(rl.seconds, 2) +
+             " s; writers' p99 commit " + fixed(p99q, 2) + " ms before, " + fixed(p99d, 2) +
+             " ms during the large removal, " + fixed(p99l, 2) + " ms after it; outbox " +
+             fixed(static_cast<double>(before) / 1048576.0, 0) + " MiB -> " +
+             fixed(static_cast<double>(after) / 1048576.0, 0) + " MiB";
+    r.events = rl.deleted;
+    r.seconds = rl.seconds;
+    r.extra = Json::object()
+                  .integer("small_deleted", rs.deleted)
+                  .num("small_seconds", rs.seconds, 3)
+                  .integer("large_deleted", rl.deleted)
+                  .num("large_seconds", rl.seconds, 3)
+                  .num("writers_per_s", rate, 1)
+                  .num("p99_before_ms", p99q, 3)
+                  .num("p99_during_ms", p99d, 3)
+                  .num("p99_after_ms", p99l, 3)
+                  .integer("bytes_before", before)
+                  .integer("bytes_after", after);
+    run.rows.push_back(r);
+    Figure ft;
+    ft.section = "6 retention at size";
+    ft.name = "time to remove the oldest " + count_label(large) + " vs the oldest " + count_label(small) + " of " +
+              count_label(total);
+    ft.value = fixed(rl.seconds, 2) + " s";
+    ft.baseline = count_label(small) + " " + fixed(rs.seconds, 2) + " s";
+    ft.ratio = rl.seconds / std::max(1e-3, rs.seconds);
+    ft.target = "≤ 1.5 (the same time)";
+    ft.verdict = verdict(ft.ratio <= 1.5);
+    add_figure(run, ft);
+    Figure fp;
+    fp.section = ft.section;
+    fp.name = "writers' p99 commit latency during the large removal vs before it";
+    fp.value = fixed(p99d, 2) + " ms";
+    fp.baseline = "before " + fixed(p99q, 2) + " ms";
+    fp.ratio = p99d / std::max(1e-3, p99q);
+    fp.target = "≤ 1.2";
+    fp.verdict = verdict(fp.ratio <= 1.2);
+    add_figure(run, fp);
+    Figure fs;
+    fs.section = ft.section;
+    const double share = static_cast<double>(rl.deleted) / static_cast<double>(total - rs.deleted);
+    fs.name = "outbox size on disk right after the large removal (" + fixed(share * 100, 1) + "% of its events)";
+    fs.value = fixed(static_cast<double>(after) / 1048576.0, 0) + " MiB";
+    fs.baseline = "before " + fixed(static_cast<double>(before) / 1048576.0, 0) + " MiB";
+    fs.ratio = static_cast<double>(after) / static_cast<double>(before);
+    fs.target = "≤ " + fixed(1 - share + 0.02, 2) + " (shrinks by the share removed)";
+    fs.verdict = verdict(fs.ratio <= 1 - share + 0.02);
+    add_figure(run, fs);
+    b.admin.purge(run.queue);
+}
+
 } // namespace
 
 void scenario_size(Bench &b) {
@@ -129,6 +286,7 @@ void scenario_size(Bench &b) {
         fixed(static_cast<double>(bytes) / 1048576.0, 0) +
         " MiB with indexes, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " + count_label(o.size_backlog) +
         " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
+    retention_at_size(b, o.size_beneath);
     reset_outbox(b.pg, run);
     b.pg.exec("CHECKPOINT");
     b.phase("Z");

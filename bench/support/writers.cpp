@@ -136,7 +136,8 @@ PacedWrites paced_writes(const Run &run, const Options &o, bool notify, double r
             last = std::max(last, c);
         }
     }
-    pw.seconds = pw.written > 0 ? static_cast<double>(last - ns_of(plan.t0)) / 1e9 : 0;
+    pw.t0_ns = ns_of(plan.t0);
+    pw.seconds = pw.written > 0 ? static_cast<double>(last - pw.t0_ns) / 1e9 : 0;
     return pw;
 }
 

@@ -55,6 +55,7 @@ class StartLine {
 struct PacedWrites {
     long written = 0;
     double seconds = 0; // first start to last commit
+    int64_t t0_ns = 0;  // the steady clock when event 0 was due (event k: t0_ns + k / rate)
     std::vector<int64_t> commit_ns;
 };
 
