@@ -129,7 +129,7 @@ for ((r = 1; r <= rounds; r++)); do
     done
 done
 commit="$(git -C "$root" rev-parse --short=12 HEAD)"
-[[ -z "$(git -C "$root" status --porcelain -- core capi bench scripts)" ]] || commit="$commit+uncommitted changes"
+[[ -z "$(git -C "$root" status --porcelain -- core capi bench scripts ':!bench/results')" ]] || commit="$commit+uncommitted changes"
 mkdir -p "$(dirname -- "$out")"
 python3 - "$work/tps" "$out" "$commit" "$seconds" "$rounds" "${modes[@]}" <<'PY'
 import statistics, sys, datetime
