@@ -12,22 +12,12 @@ namespace bench {
 
 namespace {
 
-std::string size_label(long n) {
-    if (n >= 1000000 && n % 1000000 == 0) {
-        return std::to_string(n / 1000000) + "M";
-    }
-    if (n >= 1000 && n % 1000 == 0) {
-        return std::to_string(n / 1000) + "k";
-    }
-    return std::to_string(n);
-}
-
 // One drain of a backlog of n events: its row, its figures against B and its point of the series.
 Row drain_backlog(Bench &b, long n, uint16_t code, Json &series) {
     Run &run = b.run;
     const Options &o = b.o;
     const Generator g = b.events(code, b.base.prefix, n, (n + o.per_aggregate - 1) / o.per_aggregate);
-    const std::string key = "R-" + size_label(n);
+    const std::string key = "R-" + count_label(n);
     progress(key + ": loading the backlog (COPY, VACUUM ANALYZE, CHECKPOINT)");
     const auto l0 = Clock::now();
     b.load(g);
@@ -37,7 +27,7 @@ Row drain_backlog(Bench &b, long n, uint16_t code, Json &series) {
     check_sample(run, b.admin, g, key);
     Figure f;
     f.section = "1 relay drain";
-    f.name = "relay drain, backlog " + size_label(n) + " (batch " + std::to_string(o.batch_size) + ", window " +
+    f.name = "relay drain, backlog " + count_label(n) + " (batch " + std::to_string(o.batch_size) + ", window " +
              std::to_string(o.window) + ")";
     f.value = rate_str(r.rate());
     if (const Row *base = find_row(run, "B")) {
@@ -52,7 +42,7 @@ Row drain_backlog(Bench &b, long n, uint16_t code, Json &series) {
     add_figure(run, f);
     Figure m;
     m.section = "1 relay drain";
-    m.name = "relay process peak RSS, backlog " + size_label(n);
+    m.name = "relay process peak RSS, backlog " + count_label(n);
     m.value = fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB";
     if (n >= 1000000) {
         m.target = "< 64 MiB";

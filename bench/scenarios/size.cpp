@@ -22,16 +22,6 @@ namespace bench {
 
 namespace {
 
-std::string count_label(long n) {
-    if (n >= 1000000 && n % 1000000 == 0) {
-        return std::to_string(n / 1000000) + "M";
-    }
-    if (n >= 1000 && n % 1000 == 0) {
-        return std::to_string(n / 1000) + "k";
-    }
-    return std::to_string(n);
-}
-
 constexpr long kPerAggregate = 10;
 
 // n published events: ids 00000000-00ff-7000-8000-<index>, aggregates z<index / 10>, seq 1..10,

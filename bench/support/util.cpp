@@ -68,6 +68,16 @@ std::string fixed(double v, int decimals) {
     return buf;
 }
 
+std::string count_label(long n) {
+    if (n >= 1000000 && n % 1000000 == 0) {
+        return std::to_string(n / 1000000) + "M";
+    }
+    if (n >= 1000 && n % 1000 == 0) {
+        return std::to_string(n / 1000) + "k";
+    }
+    return std::to_string(n);
+}
+
 std::string rate_str(double r) {
     return fixed(r, 0) + " events/s";
 }

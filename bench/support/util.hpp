@@ -37,6 +37,8 @@ double cpu_seconds();
 
 std::string fixed(double v, int decimals);
 std::string rate_str(double r);
+// 10000 -> "10k", 1000000 -> "1M"; other counts as they are.
+std::string count_label(long n);
 const char *verdict(bool pass);
 double percentile(std::vector<double> v, double p);
 double median(std::vector<double> v);
