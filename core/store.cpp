@@ -65,8 +65,10 @@ Statement with_placeholders(Statement st, const std::string &style) {
                 n.push_back(st.sql[++i]);
             }
             out += style == "qmark" ? "?" : style == "format" ? "%s" : style == "named" ? ":p" + n : "%(p" + n + ")s";
+        } else if (percent && c == '%') {
+            out += "%%";
         } else {
-            out += percent && c == '%' ? "%%" : std::string(1, c);
+            out.push_back(c);
         }
     }
     st.sql = std::move(out);

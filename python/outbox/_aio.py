@@ -79,7 +79,8 @@ class _PsycopgAsync(_AsyncDriver):
 
     async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         cur = await conn.execute(sql, params)
-        return await cur.fetchone() if cur.description is not None else None
+        res = cur.pgresult  # rows came back: as the sync driver checks it (_drivers.Psycopg3.run)
+        return await cur.fetchone() if res is not None and res.status == d._TUPLES_OK else None
 
     async def begin(self, conn: Any) -> None:
         if conn.autocommit and int(conn.info.transaction_status) == d.IDLE:

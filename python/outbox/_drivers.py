@@ -152,6 +152,9 @@ class SyncDriver:
         self.run(conn, sql, None)
 
 
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK)
+
+
 class Psycopg3(SyncDriver):
     def state(self, conn: Any) -> int:
         if conn.closed:
@@ -160,7 +163,10 @@ class Psycopg3(SyncDriver):
 
     def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         cur = conn.execute(sql, params)
-        return cur.fetchone() if cur.description is not None else None
+        # Whether rows came back, from the result's status: cur.description would build a Column
+        # per field on every call (a few microseconds of each write).
+        res = cur.pgresult
+        return cur.fetchone() if res is not None and res.status == _TUPLES_OK else None
 
     def begin(self, conn: Any) -> None:
         if conn.autocommit and int(conn.info.transaction_status) == IDLE:
