@@ -6,7 +6,7 @@
 #   bench/storage_probe.sh [--seconds S] [--rounds N] [--out FILE]
 #
 # Runs pgbench (4 clients, 2 threads, prepared statements, synchronous_commit on) on the throwaway
-# PostgreSQL of scripts/services.sh, in a schema of its own (storage_probe, dropped first), with
+# PostgreSQL of scripts/services.sh, in a schema of its own (storage_probe, dropped before and after), with
 # the modes below interleaved round by round, and writes a Markdown report (default
 # bench/results/issue-19/storage_probe.md) with each mode's median TPS over the rounds and its
 # ratio to the floor ("row") measured in the same run. Each round starts at the next mode in turn,
@@ -128,6 +128,7 @@ for ((r = 1; r <= rounds; r++)); do
         echo "storage_probe: round $r $m $tps TPS" >&2
     done
 done
+psql "$OUTBOX_PG_URL" -qc "SET client_min_messages = warning; DROP SCHEMA storage_probe CASCADE"
 commit="$(git -C "$root" rev-parse --short=12 HEAD)"
 [[ -z "$(git -C "$root" status --porcelain -- core capi bench scripts ':!bench/results')" ]] || commit="$commit+uncommitted changes"
 mkdir -p "$(dirname -- "$out")"

@@ -22,8 +22,6 @@ namespace bench {
 
 namespace {
 
-constexpr long kPerAggregate = 10;
-
 // n published events: ids 00000000-00ff-7000-8000-<index>, aggregates z<index / 10>, seq 1..10,
 // created a millisecond apart a month ago, published 5 ms after; one payload of --payload-bytes.
 void fill_published(Bench &b, long n) {
@@ -57,6 +55,10 @@ void fill_published(Bench &b, long n) {
     progress("Z: VACUUM ANALYZE and CHECKPOINT");
     b.pg.exec("VACUUM ANALYZE " + t);
     b.pg.exec("CHECKPOINT");
+}
+
+std::string mib(long long bytes) {
+    return fixed(static_cast<double>(bytes) / 1048576.0, 0) + " MiB";
 }
 
 long long outbox_bytes(Bench &b) {
@@ -191,9 +193,8 @@ void retention_at_size(Bench &b, long total) {
              count_label(total) + " published events with writers at " + rate_str(rate) +
              " and the relay running: " + fixed(rs.seconds, 2) + " s and " + fixed(rl.seconds, 2) +
              " s; writers' p99 commit " + fixed(p99q, 2) + " ms before, " + fixed(p99d, 2) +
-             " ms during the large removal, " + fixed(p99l, 2) + " ms after it; outbox " +
-             fixed(static_cast<double>(before) / 1048576.0, 0) + " MiB -> " +
-             fixed(static_cast<double>(after) / 1048576.0, 0) + " MiB";
+             " ms during the large removal, " + fixed(p99l, 2) + " ms after it; outbox " + mib(before) + " -> " +
+             mib(after);
     r.events = rl.deleted;
     r.seconds = rl.seconds;
     r.extra = Json::object()
@@ -231,8 +232,8 @@ void retention_at_size(Bench &b, long total) {
     fs.section = ft.section;
     const double share = static_cast<double>(rl.deleted) / static_cast<double>(total - rs.deleted);
     fs.name = "outbox size on disk right after the large removal (" + fixed(share * 100, 1) + "% of its events)";
-    fs.value = fixed(static_cast<double>(after) / 1048576.0, 0) + " MiB";
-    fs.baseline = "before " + fixed(static_cast<double>(before) / 1048576.0, 0) + " MiB";
+    fs.value = mib(after);
+    fs.baseline = "before " + mib(before);
     fs.ratio = static_cast<double>(after) / static_cast<double>(before);
     fs.target = "≤ " + fixed(1 - share + 0.02, 2) + " (shrinks by the share removed)";
     fs.verdict = verdict(fs.ratio <= 1 - share + 0.02);
@@ -253,8 +254,7 @@ void scenario_size(Bench &b) {
     fill_published(b, o.size_beneath);
     const double fill_s = seconds_between(f0, Clock::now());
     const long long bytes = outbox_bytes(b);
-    progress("Z: filled in " + fixed(fill_s, 0) + " s; the outbox is " +
-             fixed(static_cast<double>(bytes) / 1048576.0, 0) + " MiB with its indexes");
+    progress("Z: filled in " + fixed(fill_s, 0) + " s; the outbox is " + mib(bytes) + " with its indexes");
     const std::string small_key = "Z-10k@" + beneath;
     const std::string large_key = "Z-" + count_label(o.size_backlog) + "@" + beneath;
     Row small = drain_on_top(b, 10000, 0x0030, 's', small_key);
@@ -272,9 +272,8 @@ void scenario_size(Bench &b) {
     add_ratio(run, what + ", vs the 10k drain on an empty table (D)", large, find_row(run, "R-10k"), "R-10k");
     run.notes.push_back(
         "Z: " + beneath + " events inserted as PUBLISHED (server-side INSERT ... SELECT, 10 per aggregate, " +
-        std::to_string(o.payload_bytes) + "-byte payloads; " + fixed(fill_s, 0) + " s; outbox " +
-        fixed(static_cast<double>(bytes) / 1048576.0, 0) +
-        " MiB with indexes, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " + count_label(o.size_backlog) +
+        std::to_string(o.payload_bytes) + "-byte payloads; " + fixed(fill_s, 0) + " s; outbox " + mib(bytes) +
+        " with indexes, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " + count_label(o.size_backlog) +
         " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
     retention_at_size(b, o.size_beneath);
     reset_outbox(b.pg, run);
