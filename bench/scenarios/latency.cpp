@@ -122,7 +122,7 @@ LatPoint latency_point(Run &run, const Options &o, ArrivalRecorder &rec, const s
 }
 
 // What the idle relay (defaults) costs PostgreSQL: the database's transactions per second over
-// 10 s (3 s with --quick), from 3 s after the last event (past relay.linger_ms and the back-off to
+// 10 s (5 s with --quick), from 3 s after the last event (past relay.linger_ms and the back-off to
 // relay.poll_interval_ms). An idle poll is one autocommit statement, so each is one transaction;
 // nothing else in the bench touches PostgreSQL meanwhile (the consumer is AMQP only), and
 // anything that did, autovacuum included, would only raise the figure.
@@ -131,7 +131,7 @@ double idle_statements_per_s(Pg &pg, bool quick) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     const long long before = pg.query(q)->get_ll(0, 0);
     const auto t0 = Clock::now();
-    std::this_thread::sleep_for(std::chrono::seconds(quick ? 3 : 10));
+    std::this_thread::sleep_for(std::chrono::seconds(quick ? 5 : 10));
     const long long after = pg.query(q)->get_ll(0, 0);
     const double seconds = seconds_between(t0, Clock::now());
     // The first sample's own transaction is counted in the second; PostgreSQL reports a backend's
@@ -247,7 +247,7 @@ void scenario_latency(Bench &b) {
         Row r;
         r.key = "L-idle";
         r.what = "idle relay (defaults), 3 s after the last event: " + fixed(run.idle_statements_per_s, 1) +
-                 " statements/s (pg_stat_database transactions over " + (o.quick ? "3" : "10") +
+                 " statements/s (pg_stat_database transactions over " + (o.quick ? "5" : "10") +
                  " s; an idle poll is one autocommit statement)";
         run.rows.push_back(r);
     }
