@@ -552,7 +552,8 @@ void define(CLI::App &app, Commands &c) {
     c.tail->footer(keys_help());
 
     c.purge_inbox = app.add_subcommand(
-        "purge-inbox", "delete consumer inbox rows older than the retention window, in bounded batches");
+        "purge-inbox", "remove consumer inbox rows older than the retention window: drop whole partitions "
+                       "(as the tables' owner), delete the rest in bounded batches");
     add_common(*c.purge_inbox, c.purge_inbox_opts, false);
     c.purge_inbox->add_option(
         "--older-than", c.inbox_age,

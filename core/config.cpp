@@ -228,6 +228,13 @@ std::vector<Option> runtime_options() {
                 "inbox rows younger than this are never purged; must exceed the longest time a message can "
                 "wait for redelivery (default 604800, 7 days)",
                 &Config::inbox_retention_s, 0, 100LL * 365 * 24 * 3600),
+        int_opt("inbox.partition_s",
+                "width of one inbox partition in seconds (at least 60), by the time inside the event ids; purges "
+                "drop whole partitions (default 86400, one day)",
+                &Config::inbox_partition_s, 60, 366LL * 24 * 3600),
+        int_opt("inbox.partitions_ahead",
+                "inbox partitions kept made ahead of the current one by migrate and purge (default 3)",
+                &Config::inbox_partitions_ahead, 1, 1000),
         amqp_name_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
                       &Config::relay_name, false),
     };

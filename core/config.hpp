@@ -69,6 +69,10 @@ struct Config {
     int consumer_lease_ms = 5000;
     bool inbox_order_check = true;
     int64_t inbox_retention_s = 7 * 24 * 3600;
+    // The inbox is range-partitioned by the time inside each event id (uuid v7): partitions this
+    // many seconds wide, made this many ahead of the current one (core/inbox.hpp).
+    int64_t inbox_partition_s = 24 * 3600;
+    int inbox_partitions_ahead = 3;
 
     // Longest value set() accepts, for any key.
     static constexpr size_t max_value_bytes = 64 * 1024;

@@ -5,6 +5,13 @@
 #include "json.hpp"
 #include "uuid.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
 namespace outbox::inbox {
 
 const char *order_name(Order o) noexcept {
@@ -47,16 +54,22 @@ bool tracks_order(const Key &key, bool check_order) {
 Statement render(const Config &cfg, const Key &key, bool check_order) {
     validate(key);
     const std::string inbox = cfg.inbox_qualified();
+    const std::string v1 = ident::qualified(cfg.schema, cfg.inbox_table + "_v1");
     const std::string positions = ident::qualified(cfg.schema, cfg.inbox_table + "_positions");
     const bool track = tracks_order(key, check_order);
+    // id_ms is a function of the id alone, so a redelivery carries the same key and partition.
+    // Rows recorded before the upgrade to the partitioned inbox stay in the version-1 table.
     std::string sql = "WITH v AS (SELECT CAST($1 AS text) AS consumer, CAST(CAST($2 AS text) AS uuid) AS outbox_id,"
                       " CAST($3 AS text) AS aggregate_type, CAST($4 AS text) AS aggregate_id,"
-                      " CAST(CAST($5 AS text) AS bigint) AS seq),"
+                      " CAST(CAST($5 AS text) AS bigint) AS seq, CAST(CAST($6 AS text) AS bigint) AS id_ms),"
                       " ins AS (INSERT INTO " +
                       inbox +
-                      " (consumer, outbox_id, aggregate_type, aggregate_id, seq)"
-                      " SELECT consumer, outbox_id, aggregate_type, aggregate_id, seq FROM v"
-                      " ON CONFLICT (consumer, outbox_id) DO NOTHING RETURNING 1)";
+                      " (consumer, outbox_id, aggregate_type, aggregate_id, seq, id_ms)"
+                      " SELECT consumer, outbox_id, aggregate_type, aggregate_id, seq, id_ms FROM v"
+                      " WHERE NOT EXISTS (SELECT 1 FROM " +
+                      v1 +
+                      " o WHERE o.consumer = v.consumer AND o.outbox_id = v.outbox_id)"
+                      " ON CONFLICT (consumer, outbox_id, id_ms) DO NOTHING RETURNING 1)";
     if (track) {
         // The position row is read before this statement's own upsert (CTEs share one snapshot)
         // and only advanced when this is the first delivery.
@@ -73,10 +86,12 @@ Statement render(const Config &cfg, const Key &key, bool check_order) {
     } else {
         sql += " SELECT EXISTS (SELECT 1 FROM ins), CAST(NULL AS bigint), 0";
     }
-    pg::Params params{key.consumer, key.event_id,
+    pg::Params params{key.consumer,
+                      key.event_id,
                       key.aggregate_type.empty() ? std::nullopt : std::optional<std::string>(key.aggregate_type),
                       key.aggregate_id.empty() ? std::nullopt : std::optional<std::string>(key.aggregate_id),
-                      key.seq > 0 ? std::optional<std::string>(std::to_string(key.seq)) : std::nullopt};
+                      key.seq > 0 ? std::optional<std::string>(std::to_string(key.seq)) : std::nullopt,
+                      std::to_string(uuid::v7_millis(key.event_id))};
     return {std::move(sql), std::move(params)};
 }
 
@@ -120,7 +135,196 @@ Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_orde
     return interpret(key, r.get(0, 0) == "t", previous, check_order);
 }
 
+namespace {
+
+struct Partition {
+    std::string name;
+    bool dated = false;  // a range with both bounds (not _before, not the default)
+    bool before = false; // FROM (MINVALUE)
+    int64_t from = 0;
+    int64_t to = 0;
+};
+
+int64_t bound_after(const std::string &expr, const char *word) {
+    const size_t at = expr.find(word);
+    if (at == std::string::npos) {
+        return 0;
+    }
+    const char *p = expr.c_str() + at + std::strlen(word);
+    while (*p == '\'') {
+        ++p; // PostgreSQL may print the bound quoted: FROM ('1764028800000')
+    }
+    return std::strtoll(p, nullptr, 10);
+}
+
+// The inbox's partitions, from the catalog (the bounds as PostgreSQL prints them).
+std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
+    pg::Result r = conn.exec("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+                             " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = CAST($1 AS regclass)"
+                             " ORDER BY 1",
+                             {cfg.inbox_qualified()});
+    std::vector<Partition> out;
+    for (int i = 0; i < r.rows(); ++i) {
+        Partition p;
+        p.name = std::string(r.get(i, 0));
+        const std::string expr = std::string(r.get(i, 1));
+        if (expr.find("DEFAULT") != std::string::npos) {
+            continue;
+        }
+        p.before = expr.find("MINVALUE") != std::string::npos;
+        p.dated = !p.before;
+        p.from = p.dated ? bound_after(expr, "FROM (") : 0;
+        p.to = bound_after(expr, "TO (");
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+std::string partition_name(const Config &cfg, int64_t from_ms) {
+    const std::time_t t = static_cast<std::time_t>(from_ms / 1000);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "_p%Y%m%dt%H%M", &tm);
+    return cfg.inbox_table + buf;
+}
+
+int64_t floor_to(int64_t ms, int64_t width) {
+    return ms >= 0 ? ms / width * width : -((-ms + width - 1) / width) * width;
+}
+
+// One dated partition [from, to): made detached, filled with the rows the default partition holds
+// for it, then attached (which checks the default no longer holds any, under its lock).
+void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) {
+    const std::string name = ident::qualified(cfg.schema, partition_name(cfg, from));
+    const std::string dflt = ident::qualified(cfg.schema, cfg.inbox_table + "_default");
+    const std::string range = " id_ms >= " + std::to_string(from) + " AND id_ms < " + std::to_string(to);
+    conn.exec_simple("LOCK TABLE " + dflt + " IN ACCESS EXCLUSIVE MODE");
+    conn.exec_simple("CREATE TABLE " + name + " (LIKE " + cfg.inbox_qualified() + " INCLUDING DEFAULTS)");
+    conn.exec_simple(
+        "WITH m AS (DELETE FROM " + dflt + " WHERE" + range +
+        " RETURNING consumer, outbox_id, aggregate_type, aggregate_id, seq, processed_at, id_ms) INSERT INTO " + name +
+        " (consumer, outbox_id, aggregate_type, aggregate_id, seq, processed_at, id_ms) SELECT * FROM m");
+    // The constraint spares ATTACH a scan of the new table; it is redundant once attached.
+    conn.exec_simple("ALTER TABLE " + name + " ADD CONSTRAINT in_range CHECK (" + range + ")");
+    conn.exec_simple("ALTER TABLE " + cfg.inbox_qualified() + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
+                     std::to_string(from) + ") TO (" + std::to_string(to) + ")");
+    conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
+}
+
+// Runs fn in a transaction of its own when the connection is idle, else in the caller's.
+template <typename Fn> auto in_transaction(pg::Conn &conn, Fn fn) {
+    const bool own = conn.tx_status() == PQTRANS_IDLE;
+    if (own) {
+        conn.exec_simple("BEGIN");
+    }
+    try {
+        auto r = fn();
+        if (own) {
+            conn.exec_simple("COMMIT");
+        }
+        return r;
+    } catch (...) {
+        if (own) {
+            conn.rollback_quietly();
+        }
+        throw;
+    }
+}
+
+bool owns_inbox(pg::Conn &conn, const Config &cfg) {
+    pg::Result r = conn.exec("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class"
+                             " WHERE oid = CAST($1 AS regclass)",
+                             {cfg.inbox_qualified()});
+    return r.rows() == 1 && r.get(0, 0) == "t";
+}
+
+// Deletes, `batch` rows a statement, rows processed before the cutoff that `where` selects.
+int64_t delete_batches(pg::Conn &conn, const std::string &table, const std::string &key, const std::string &where,
+                       const std::string &cutoff_s, int batch) {
+    const std::string sql = "DELETE FROM " + table + " WHERE (" + key + ") IN (SELECT " + key + " FROM " + table +
+                            " WHERE processed_at < to_timestamp(CAST($1 AS double precision))" + where + " LIMIT $2)";
+    int64_t total = 0;
+    while (true) {
+        pg::Result r = conn.exec(sql, {cutoff_s, std::to_string(batch)});
+        const int64_t n = std::strtoll(r.cmd_tuples(), nullptr, 10);
+        total += n;
+        if (n < batch) {
+            return total;
+        }
+    }
+}
+
+// Drops the partition when every row in it was processed before the cutoff; returns its rows,
+// or -1 when it was kept. The partition is locked first, so no row arrives between count and drop.
+int64_t drop_if_done(pg::Conn &conn, const Config &cfg, const Partition &p, const std::string &cutoff_s) {
+    return in_transaction(conn, [&]() -> int64_t {
+        const std::string name = ident::qualified(cfg.schema, p.name);
+        conn.exec_simple("SET LOCAL lock_timeout = '5s'");
+        conn.exec_simple("LOCK TABLE " + name + " IN SHARE MODE");
+        pg::Result r = conn.exec("SELECT count(*), coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
+                                 "precision)), true) FROM " +
+                                     name,
+                                 {cutoff_s});
+        if (r.get(0, 1) != "t") {
+            return -1;
+        }
+        conn.exec_simple("DROP TABLE " + name);
+        return r.get_int(0, 0);
+    });
+}
+
+} // namespace
+
+namespace {
+void make_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms);
+} // namespace
+
+int64_t db_now_ms(pg::Conn &conn) {
+    return conn.exec("SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS bigint)").get_int(0, 0);
+}
+
+void ensure_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
+    in_transaction(conn, [&] {
+        make_partitions(conn, cfg, now_ms);
+        return 0;
+    });
+}
+
+namespace {
+void make_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
+    const int64_t width = cfg.inbox_partition_s * 1000;
+    const std::vector<Partition> parts = partitions(conn, cfg);
+    int64_t last = 0;
+    bool have_before = false;
+    for (const Partition &p : parts) {
+        have_before = have_before || p.before;
+        last = std::max(last, p.to);
+    }
+    const int64_t current = floor_to(now_ms, width);
+    if (!have_before) {
+        // The first dated partition starts at the current one: older ids stay in _before.
+        conn.exec_simple("CREATE TABLE " + ident::qualified(cfg.schema, cfg.inbox_table + "_before") +
+                         " PARTITION OF " + cfg.inbox_qualified() + " FOR VALUES FROM (MINVALUE) TO (" +
+                         std::to_string(current) + ")");
+        last = current;
+    }
+    // Partitions the clock has passed are not made afterwards: late rows for them stay in the
+    // default partition, which purges delete from.
+    last = std::max(last, current);
+    const int64_t until = current + (static_cast<int64_t>(cfg.inbox_partitions_ahead) + 1) * width;
+    while (last < until) {
+        add_partition(conn, cfg, last, last + width);
+        last += width;
+    }
+}
+} // namespace
+
 int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch) {
+    return purge_at(conn, cfg, older_than_s, batch, db_now_ms(conn));
+}
+
+int64_t purge_at(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch, int64_t now_ms) {
     // Ages past 100 years overflow PostgreSQL's interval arithmetic: refused, not a late error.
     if (older_than_s < 0 || older_than_s > 100LL * 365 * 24 * 3600 || batch <= 0) {
         fail(Errc::invalid_argument, "purge needs an age of 0 to 100 years and a positive batch size");
@@ -131,18 +335,29 @@ int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch
                                          " s): a redelivery may still need them; lower inbox.retention_s "
                                          "deliberately if you mean it");
     }
-    const std::string sql = "DELETE FROM " + cfg.inbox_qualified() + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " +
-                            cfg.inbox_qualified() +
-                            " WHERE processed_at < now() - CAST($1 AS bigint) * interval '1 second' LIMIT $2))";
-    int64_t total = 0;
-    while (true) {
-        pg::Result r = conn.exec(sql, {std::to_string(older_than_s), std::to_string(batch)});
-        int64_t n = std::strtoll(r.cmd_tuples(), nullptr, 10);
-        total += n;
-        if (n < batch) {
-            return total;
+    const int64_t cutoff_ms = now_ms - older_than_s * 1000;
+    char cutoff_s[40];
+    std::snprintf(cutoff_s, sizeof cutoff_s, "%.3f", static_cast<double>(cutoff_ms) / 1000.0);
+    const std::string key = "consumer, outbox_id, id_ms";
+    int64_t total = delete_batches(conn, ident::qualified(cfg.schema, cfg.inbox_table + "_v1"), "consumer, outbox_id",
+                                   "", cutoff_s, batch);
+    if (!owns_inbox(conn, cfg)) {
+        // Only the owner may drop partitions: any other role deletes rows, as version 1 did.
+        return total + delete_batches(conn, cfg.inbox_qualified(), key, "", cutoff_s, batch);
+    }
+    for (const Partition &p : partitions(conn, cfg)) {
+        if (p.dated && p.to <= cutoff_ms) {
+            // Kept (-1) when a late delivery is still younger than the cutoff: a later purge drops it.
+            total += std::max<int64_t>(0, drop_if_done(conn, cfg, p, cutoff_s));
         }
     }
+    // Ids that are not v7 or older than the first partition, and rows past the partitions made.
+    for (const char *undated : {"_before", "_default"}) {
+        total +=
+            delete_batches(conn, ident::qualified(cfg.schema, cfg.inbox_table + undated), key, "", cutoff_s, batch);
+    }
+    ensure_partitions(conn, cfg, now_ms);
+    return total;
 }
 
 } // namespace outbox::inbox

@@ -55,11 +55,33 @@ Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_orde
 // be idle; on return the handler's transaction is open with the event recorded (or found).
 Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);
 
-// Deletes inbox rows processed more than `older_than_s` seconds ago, `batch` rows per
-// statement (each its own short transaction when the connection is idle); returns the count.
+// Removes inbox rows processed more than `older_than_s` seconds ago: whole partitions whose
+// events' ids are all older than that and whose rows were all processed before it are dropped;
+// elsewhere rows are deleted `batch` per statement (each its own short transaction when the
+// connection is idle). A dated partition's rows stay until all of it is past the cutoff, so rows
+// live up to inbox.partition_s longer than `older_than_s`. Returns the rows removed.
 // An age below inbox.retention_s is refused (Error(invalid_argument)): a redelivery may still
 // need those rows.
 int64_t purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch);
+
+// The inbox is range-partitioned by id_ms, the Unix milliseconds inside the event id (uuid v7; 0
+// for other ids, see uuid::v7_millis). Partitions are inbox.partition_s wide and named
+// <inbox>_pYYYYMMDDtHHMM (UTC start). <inbox>_before holds id_ms below the first one (ids that
+// are not v7, and events older than the upgrade); <inbox>_default what lies past the last one.
+// <inbox>_v1 is the version-1 table, kept with its rows; the dedupe statement reads it too.
+
+// Makes the partitions from the last one made through inbox.partitions_ahead past the one holding
+// now_ms, moving any rows the default partition holds for them. Needs the table's owner. Runs in
+// the connection's transaction; `outbox migrate` and purge call it.
+void ensure_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms);
+
+// The server's clock in Unix milliseconds.
+int64_t db_now_ms(pg::Conn &conn);
+
+// purge() with the clock given (tests): drops dated partitions wholly older than the cutoff whose
+// rows were all processed before it (the owner only), deletes older rows from the undated ones and
+// the version-1 table, or, for a role that does not own the table, deletes rows as version 1 did.
+int64_t purge_at(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch, int64_t now_ms);
 
 const char *order_name(Order o) noexcept;
 

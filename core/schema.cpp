@@ -1,7 +1,9 @@
 #include "schema.hpp"
 
 #include "identifiers.hpp"
+#include "inbox.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace outbox::schema {
@@ -15,7 +17,8 @@ std::string replace_all(std::string s, const std::string &from, const std::strin
 }
 
 // Step N upgrades from version N-1 to N. {T} is the qualified outbox table, {A} its aggregate
-// counter table, {N} the bare table name (for index names), {K} the idempotency key's index, {I}/{IN} likewise for the inbox.
+// counter table, {N} the bare table name (for index names), {K} the idempotency key's index, {I}/{IN} likewise for the
+// inbox.
 const std::vector<const char *> outbox_steps = {
     R"SQL(
 CREATE TABLE {T} (
@@ -97,6 +100,43 @@ CREATE TABLE {IPART} (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 )SQL",
+    R"SQL(
+-- The inbox becomes range-partitioned by the time inside each event id (id_ms: the uuid v7's Unix
+-- milliseconds, 0 for ids of other versions), so retention drops whole partitions instead of
+-- deleting rows. A redelivered event always carries the same id, so it lands in the same partition
+-- and the key (consumer, outbox_id, id_ms) still catches it. The version-1 table stays, with its
+-- rows and grants, as {IN}_v1: the dedupe statement also looks there until purges have emptied it.
+-- The range partitions are made by core/inbox.cpp (ensure_partitions) in the same transaction.
+ALTER TABLE {I} RENAME TO "{IN}_v1";
+ALTER TABLE {IV1} RENAME CONSTRAINT "{IN}_pkey" TO "{IN}_v1_pkey";
+ALTER INDEX {IIDX} RENAME TO "{IN}_v1_processed_at_idx";
+CREATE TABLE {I} (
+    consumer       text NOT NULL,
+    outbox_id      uuid NOT NULL,
+    aggregate_type text,
+    aggregate_id   text,
+    seq            bigint,
+    processed_at   timestamptz NOT NULL DEFAULT now(),
+    id_ms          bigint NOT NULL,
+    PRIMARY KEY (consumer, outbox_id, id_ms)
+) PARTITION BY RANGE (id_ms);
+CREATE INDEX "{IN}_processed_at_idx" ON {I} (processed_at);
+-- Ids that are not v7 (id_ms 0), and v7 ids older than the first dated partition: purged by DELETE.
+-- Its upper bound is set by ensure_partitions when it makes the first dated partition.
+-- Rows past the last partition made land in the default partition until the next one is made.
+CREATE TABLE {IDEF} PARTITION OF {I} DEFAULT;
+-- The roles granted on the version-1 table get the same on the partitioned one.
+DO $grants$
+DECLARE g record;
+BEGIN
+    FOR g IN SELECT a.privilege_type, a.grantee FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = '{IV1}'::regclass AND a.grantee <> c.relowner LOOP
+        EXECUTE format('GRANT %s ON {I} TO %s', g.privilege_type,
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+    END LOOP;
+END
+$grants$;
+)SQL",
 };
 
 std::string expand(const char *step, const Config &cfg) {
@@ -105,6 +145,9 @@ std::string expand(const char *step, const Config &cfg) {
     s = replace_all(s, "{A}", cfg.aggregates_qualified());
     s = replace_all(s, "{K}", idempotency_index(cfg));
     s = replace_all(s, "{N}", cfg.table);
+    s = replace_all(s, "{IDEF}", ident::qualified(cfg.schema, cfg.inbox_table + "_default"));
+    s = replace_all(s, "{IV1}", ident::qualified(cfg.schema, cfg.inbox_table + "_v1"));
+    s = replace_all(s, "{IIDX}", ident::qualified(cfg.schema, cfg.inbox_table + "_processed_at_idx"));
     s = replace_all(s, "{IMEM}", ident::qualified(cfg.schema, cfg.inbox_table + "_members"));
     s = replace_all(s, "{IPART}", ident::qualified(cfg.schema, cfg.inbox_table + "_partitionings"));
     s = replace_all(s, "{IP}", ident::qualified(cfg.schema, cfg.inbox_table + "_positions"));
@@ -126,12 +169,13 @@ int read_version(pg::Conn &conn, const Config &cfg, const std::string &target) {
 }
 
 int apply(pg::Conn &conn, const Config &cfg, const std::string &component, const std::string &target,
-          const std::vector<const char *> &steps, int &from) {
+          const std::vector<const char *> &steps, int &from, int up_to) {
     from = read_version(conn, cfg, target);
-    const int latest = static_cast<int>(steps.size());
-    if (from > latest) {
+    const int known = static_cast<int>(steps.size());
+    const int latest = up_to > 0 && up_to < known ? std::max(up_to, from) : known;
+    if (from > known) {
         fail(Errc::schema, target + " is at schema version " + std::to_string(from) +
-                               ", newer than this library knows (" + std::to_string(latest) + ")");
+                               ", newer than this library knows (" + std::to_string(known) + ")");
     }
     for (int v = from + 1; v <= latest; ++v) {
         conn.exec_simple(expand(steps[static_cast<size_t>(v - 1)], cfg));
@@ -145,12 +189,16 @@ int apply(pg::Conn &conn, const Config &cfg, const std::string &component, const
     return latest;
 }
 
-std::string outbox_target(const Config &cfg) { return cfg.schema + "." + cfg.table; }
-std::string inbox_target(const Config &cfg) { return cfg.schema + "." + cfg.inbox_table; }
+std::string outbox_target(const Config &cfg) {
+    return cfg.schema + "." + cfg.table;
+}
+std::string inbox_target(const Config &cfg) {
+    return cfg.schema + "." + cfg.inbox_table;
+}
 
 } // namespace
 
-Result migrate(pg::Conn &conn, const Config &cfg, What what) {
+Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
     PGTransactionStatusType st = conn.tx_status();
     if (st == PQTRANS_INERROR) {
         fail(Errc::transaction, "the connection's transaction is aborted; roll it back before migrating");
@@ -165,10 +213,13 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what) {
         ensure_migrations_table(conn, cfg);
         Result res;
         if (what != What::inbox) {
-            res.outbox_to = apply(conn, cfg, "outbox", outbox_target(cfg), outbox_steps, res.outbox_from);
+            res.outbox_to = apply(conn, cfg, "outbox", outbox_target(cfg), outbox_steps, res.outbox_from, up_to);
         }
         if (what != What::outbox) {
-            res.inbox_to = apply(conn, cfg, "inbox", inbox_target(cfg), inbox_steps, res.inbox_from);
+            res.inbox_to = apply(conn, cfg, "inbox", inbox_target(cfg), inbox_steps, res.inbox_from, up_to);
+            if (res.inbox_to >= 3) {
+                inbox::ensure_partitions(conn, cfg, inbox::db_now_ms(conn));
+            }
         }
         if (own_tx) {
             conn.exec_simple("COMMIT");

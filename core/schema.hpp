@@ -7,7 +7,7 @@
 namespace outbox::schema {
 
 constexpr int outbox_version = 1;
-constexpr int inbox_version = 2;
+constexpr int inbox_version = 3;
 
 struct Result {
     int outbox_from = 0, outbox_to = 0;
@@ -18,7 +18,8 @@ enum class What { all, outbox, inbox };
 
 // Runs under an advisory lock so concurrent migrations serialise. On an idle connection it
 // runs in its own transaction; inside the caller's transaction it joins it (caller commits).
-Result migrate(pg::Conn &conn, const Config &cfg, What what = What::all);
+// `up_to` stops at an older version (tests of the upgrades); 0 means the latest.
+Result migrate(pg::Conn &conn, const Config &cfg, What what = What::all, int up_to = 0);
 
 // Installed version of the outbox table (0 when absent).
 int installed_version(pg::Conn &conn, const Config &cfg, What what);

@@ -36,6 +36,7 @@
 \set positions_table :inbox_table _positions
 \set members_table :inbox_table _members
 \set partitionings_table :inbox_table _partitionings
+\set inbox_v1_table :inbox_table _v1
 
 SELECT format('CREATE ROLE %I NOLOGIN', r)
   FROM unnest(ARRAY['outbox_writer', 'outbox_relay', 'outbox_consumer', 'outbox_operator']) AS r
@@ -55,6 +56,8 @@ GRANT UPDATE (status, published_at, retry_count, error_message, next_attempt_at)
 
 -- consumer
 GRANT SELECT, INSERT ON :"schema".:"inbox_table" TO outbox_consumer;
+-- The version-1 inbox, kept after the upgrade to the partitioned one: read by the dedupe statement.
+GRANT SELECT ON :"schema".:"inbox_v1_table" TO outbox_consumer;
 GRANT SELECT, INSERT, UPDATE (last_seq, updated_at) ON :"schema".:"positions_table" TO outbox_consumer;
 -- Partitioned subscribers (consumer.partitions): each instance's heartbeat row, and the partition
 -- count recorded once per subscriber.
@@ -65,3 +68,4 @@ GRANT SELECT, INSERT ON :"schema".:"partitionings_table" TO outbox_consumer;
 GRANT SELECT, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
 GRANT UPDATE (status, next_attempt_at) ON :"schema".:"outbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
+GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;

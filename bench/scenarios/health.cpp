@@ -128,12 +128,13 @@ class Background {
 
 // Samples the four tables' sizes while the writers write, and once more when they have stopped.
 std::vector<TableSample> sample_tables(Bench &b, const Daemon &daemon, const std::atomic<bool> &writing) {
+    // Sizes summed over each table's partitions (the inbox is partitioned; the others are one each).
     const std::string q =
-        "SELECT c.relname, pg_total_relation_size(c.oid), coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0)"
-        " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid"
-        " WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname IN"
-        " ('outbox', 'outbox_aggregates', 'outbox_inbox', 'outbox_inbox_positions') ORDER BY 1";
+        "SELECT c.relname, sum(pg_total_relation_size(t.relid)), coalesce(sum(s.n_live_tup), 0),"
+        " coalesce(sum(s.n_dead_tup), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " CROSS JOIN LATERAL pg_partition_tree(c.oid) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid"
+        " WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN"
+        " ('outbox', 'outbox_aggregates', 'outbox_inbox', 'outbox_inbox_positions') GROUP BY c.relname ORDER BY 1";
     std::vector<TableSample> samples;
     const auto t0 = Clock::now();
     auto sample = [&] {
@@ -223,6 +224,9 @@ outbox_config *health_setup(Bench &b, const std::string &cname, outbox_db *&admi
     outbox_config *cfg = consumer_config(run, {{"outbox.schema", run.schema},
                                                {"consumer.prefetch", "256"},
                                                {"inbox.retention_s", std::to_string(b.o.health_age_s)},
+                                               // Minute partitions, so that a retention of seconds
+                                               // drops partitions within the run.
+                                               {"inbox.partition_s", "60"},
                                                {"relay.notify_channel", run.channel}});
     if (outbox_db_open(&admin_db, run.pg_url.c_str(), cfg) != OUTBOX_OK ||
         outbox_migrate(nullptr, admin_db, OUTBOX_MIGRATE_INBOX) != OUTBOX_OK) {

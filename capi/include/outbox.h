@@ -489,8 +489,12 @@ OUTBOX_API outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, cons
                                                  const char *aggregate_type, const char *aggregate_id, int64_t seq,
                                                  int first_time, int64_t previous_seq);
 /**
- * Deletes inbox rows processed more than `older_than_s` seconds ago, in batches of `batch`
- * rows (short statements, no long locks). An age below inbox.retention_s is refused
+ * Removes inbox rows processed more than `older_than_s` seconds ago. Run as the tables' owner it
+ * drops each inbox partition (inbox.partition_s wide, by the time in the event ids) whose ids are
+ * all older than that and whose rows were all processed before it, makes partitions ahead
+ * (inbox.partitions_ahead), and deletes older rows of ids that are not uuid v7 in batches of
+ * `batch`; any other role deletes rows in batches (short statements, no long locks). A partition's
+ * rows may so outlive the age by up to inbox.partition_s. An age below inbox.retention_s is refused
  * (OUTBOX_ERR_INVALID_ARGUMENT), so nothing a redelivery could still need is deleted.
  * @param[out] deleted may be NULL.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (age below inbox.retention_s or over 100 years,
