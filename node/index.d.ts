@@ -185,7 +185,7 @@ export class Database {
   txState(): Promise<TxState>;
   migrate(target?: MigrateTarget): Promise<number>;
   dedupe(key: DedupeKey): Promise<DedupeResult>;
-  /** Deletes inbox rows older than olderThanSeconds (refused below inbox.retention_s); resolves with the count. */
+  /** Removes inbox rows older than olderThanSeconds by whole partitions (refused below inbox.retention_s); resolves with the count. */
   purgeInbox(olderThanSeconds: number | bigint, batch?: number): Promise<number>;
   close(): Promise<void>;
 }

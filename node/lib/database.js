@@ -104,8 +104,9 @@ class Database {
   }
 
   /**
-   * Deletes inbox rows processed more than olderThanSeconds ago (outbox_inbox_purge); an age
-   * below inbox.retention_s is refused (INVALID_ARGUMENT). Resolves with the number deleted.
+   * Removes inbox rows processed more than olderThanSeconds ago (outbox_inbox_purge): whole
+   * partitions, so rows may stay up to inbox.partition_s longer; an age below inbox.retention_s
+   * is refused (INVALID_ARGUMENT). Resolves with the number removed.
    */
   purgeInbox(olderThanSeconds, batch = 1000) {
     return this._op((h) => native.inbox_purge(h, olderThanSeconds, batch));

@@ -251,7 +251,10 @@ test('async iterator: fields, nack/redelivery, dedupe on a Database, ack, purge;
   assert.ok(Date.now() - t0 < 5000, 'run() resolved promptly after stop()');
   assert.equal(relay.running, false);
 
-  assert.equal(await db.purgeInbox(0), 3, 'the inbox purge (admin) deleted the processed rows');
+  // The inbox is partitioned by the time in the event ids: a purge drops whole partitions, so the
+  // rows of the current one stay, whatever the age (the rows of ids that are not v7 would go).
+  assert.equal(await db.purgeInbox(0), 0, 'the current partition is not past the cutoff yet');
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox_inbox`), 3);
 });
 
 test('dedupe with node-postgres: first time, duplicate, stale and gap', async (t) => {

@@ -533,7 +533,7 @@ class Db:
         return _dedupe_on(self, consumer, event, **kw)
 
     def purge_inbox(self, older_than: Union[float, _dt.timedelta], *, batch: int = 1000) -> int:
-        """Deletes inbox rows processed longer ago than ``older_than``; see :func:`outbox.purge_inbox`."""
+        """Removes inbox rows processed longer ago than ``older_than``; see :func:`outbox.purge_inbox`."""
         secs = older_than.total_seconds() if isinstance(older_than, _dt.timedelta) else float(older_than)
         with self._driver.lock():
             return int(self._handle().purge_inbox(int(secs), int(batch)))
@@ -839,14 +839,17 @@ def purge_inbox(
     batch: int = 1000,
     config: ConfigLike = None,
 ) -> int:
-    """Deletes inbox rows processed more than ``older_than`` ago (seconds or a timedelta), in
-    batches of ``batch`` rows (``outbox_inbox_purge``).
+    """Removes inbox rows processed more than ``older_than`` ago (seconds or a timedelta)
+    (``outbox_inbox_purge``). The inbox is partitioned by the time in the event ids: run as the
+    tables' owner, whole partitions past the age are dropped (rows may stay up to
+    ``inbox.partition_s`` longer) and rows of ids that are not uuid v7 are deleted in batches of
+    ``batch``; any other role deletes rows in batches.
 
     Raises:
         InvalidArgument: ``older_than`` is below ``inbox.retention_s`` (default 7 days): a
             redelivery may still need those rows.
     Returns:
-        the number of rows deleted.
+        the number of rows removed.
     """
     with _on(conn, config, allow_url=True) as db:
         return db.purge_inbox(older_than, batch=batch)

@@ -351,7 +351,7 @@ TEST_F(CapiConsumerTest, DedupeFollowsTheCallersTransactionOnALentConnection) {
         if (st == nullptr) {
             return row;
         }
-        EXPECT_EQ(outbox_statement_param_count(st), 5U);
+        EXPECT_EQ(outbox_statement_param_count(st), 6U);
         std::vector<const char *> params;
         for (size_t i = 0; i < outbox_statement_param_count(st); ++i) {
             params.push_back(outbox_statement_param(st, i));
@@ -436,7 +436,7 @@ TEST_F(CapiConsumerTest, DedupeFollowsTheCallersTransactionOnALentConnection) {
 TEST_F(CapiConsumerTest, InboxPurgeDeletesOnlyOldRowsAndRefusesAgesUnderTheRetention) {
     auto insert = [&](int n, const char *age) {
         admin.query("INSERT INTO " + inbox +
-                    " (consumer, outbox_id, processed_at) SELECT 'purge', gen_random_uuid(), now() - interval '" + age +
+                    " (consumer, outbox_id, id_ms, processed_at) SELECT 'purge', gen_random_uuid(), 0, now() - interval '" + age +
                     "' FROM generate_series(1, " + std::to_string(n) + ")");
     };
     insert(5, "10 days");
