@@ -6,10 +6,12 @@
 #include "uuid.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <thread>
 #include <vector>
 
 namespace outbox::inbox {
@@ -256,22 +258,39 @@ int64_t delete_batches(pg::Conn &conn, const std::string &table, const std::stri
 }
 
 // Drops the partition when every row in it was processed before the cutoff; returns its rows,
-// or -1 when it was kept. The partition is locked first, so no row arrives between count and drop.
+// or -1 when it was kept. Dropping takes the inbox's ACCESS EXCLUSIVE lock, which waits for the
+// consumers' open transactions while new ones queue behind it: in a transaction of its own it
+// waits at most 100 ms a try and tries again, so consumers never stall longer than that. The check
+// is made under the lock, so no late delivery is dropped; the count (only reported) is not.
 int64_t drop_if_done(pg::Conn &conn, const Config &cfg, const Partition &p, const std::string &cutoff_s) {
-    return in_transaction(conn, [&]() -> int64_t {
-        const std::string name = ident::qualified(cfg.schema, p.name);
-        conn.exec_simple("SET LOCAL lock_timeout = '5s'");
-        conn.exec_simple("LOCK TABLE " + name + " IN SHARE MODE");
-        pg::Result r = conn.exec("SELECT count(*), coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
-                                 "precision)), true) FROM " +
-                                     name,
-                                 {cutoff_s});
-        if (r.get(0, 1) != "t") {
-            return -1;
+    const std::string name = ident::qualified(cfg.schema, p.name);
+    const int64_t rows = conn.exec("SELECT count(*) FROM " + name).get_int(0, 0);
+    const bool own = conn.tx_status() == PQTRANS_IDLE;
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return in_transaction(conn, [&]() -> int64_t {
+                if (own) {
+                    conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
+                }
+                conn.exec_simple("LOCK TABLE " + cfg.inbox_qualified() + " IN ACCESS EXCLUSIVE MODE");
+                pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
+                                         "precision)), true) FROM " +
+                                             name,
+                                         {cutoff_s});
+                if (r.get(0, 0) != "t") {
+                    return -1;
+                }
+                conn.exec_simple("DROP TABLE " + name);
+                return rows;
+            });
+        } catch (const Error &e) {
+            constexpr int tries = 50;
+            if (!own || attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
+                throw;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
         }
-        conn.exec_simple("DROP TABLE " + name);
-        return r.get_int(0, 0);
-    });
+    }
 }
 
 } // namespace
