@@ -257,14 +257,20 @@ int64_t delete_batches(pg::Conn &conn, const std::string &table, const std::stri
     }
 }
 
-// Drops the partition when every row in it was processed before the cutoff; returns its rows,
-// or -1 when it was kept. Dropping takes the inbox's ACCESS EXCLUSIVE lock, which waits for the
-// consumers' open transactions while new ones queue behind it: in a transaction of its own it
-// waits at most 100 ms a try and tries again, so consumers never stall longer than that. The check
-// is made under the lock, so no late delivery is dropped; the count (only reported) is not.
-int64_t drop_if_done(pg::Conn &conn, const Config &cfg, const Partition &p, const std::string &cutoff_s) {
-    const std::string name = ident::qualified(cfg.schema, p.name);
-    const int64_t rows = conn.exec("SELECT count(*) FROM " + name).get_int(0, 0);
+// Drops those of the partitions whose rows were all processed before the cutoff, in one
+// transaction; returns their rows. A partition a late delivery keeps is dropped by a later purge.
+// Dropping takes the inbox's ACCESS EXCLUSIVE lock, which waits for the consumers' open
+// transactions while new ones queue behind it: in a transaction of its own it waits at most 100 ms
+// a try and tries again, so consumers never stall longer than that. The check is made under the
+// lock, so no late delivery is dropped; the counts (only reported) are taken before it.
+int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old, const std::string &cutoff_s) {
+    if (old.empty()) {
+        return 0;
+    }
+    std::vector<int64_t> rows;
+    for (const Partition &p : old) {
+        rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
+    }
     const bool own = conn.tx_status() == PQTRANS_IDLE;
     for (int attempt = 1;; ++attempt) {
         try {
@@ -273,15 +279,19 @@ int64_t drop_if_done(pg::Conn &conn, const Config &cfg, const Partition &p, cons
                     conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
                 }
                 conn.exec_simple("LOCK TABLE " + cfg.inbox_qualified() + " IN ACCESS EXCLUSIVE MODE");
-                pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
-                                         "precision)), true) FROM " +
-                                             name,
-                                         {cutoff_s});
-                if (r.get(0, 0) != "t") {
-                    return -1;
+                int64_t dropped = 0;
+                for (size_t i = 0; i < old.size(); ++i) {
+                    const std::string name = ident::qualified(cfg.schema, old[i].name);
+                    pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
+                                             "precision)), true) FROM " +
+                                                 name,
+                                             {cutoff_s});
+                    if (r.get(0, 0) == "t") {
+                        conn.exec_simple("DROP TABLE " + name);
+                        dropped += rows[i];
+                    }
                 }
-                conn.exec_simple("DROP TABLE " + name);
-                return rows;
+                return dropped;
             });
         } catch (const Error &e) {
             constexpr int tries = 50;
@@ -364,12 +374,13 @@ int64_t purge_at(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int ba
         // Only the owner may drop partitions: any other role deletes rows, as version 1 did.
         return total + delete_batches(conn, cfg.inbox_qualified(), key, "", cutoff_s, batch);
     }
+    std::vector<Partition> old;
     for (const Partition &p : partitions(conn, cfg)) {
         if (p.dated && p.to <= cutoff_ms) {
-            // Kept (-1) when a late delivery is still younger than the cutoff: a later purge drops it.
-            total += std::max<int64_t>(0, drop_if_done(conn, cfg, p, cutoff_s));
+            old.push_back(p);
         }
     }
+    total += drop_done(conn, cfg, old, cutoff_s);
     // Ids that are not v7 or older than the first partition, and rows past the partitions made.
     for (const char *undated : {"_before", "_default"}) {
         total +=

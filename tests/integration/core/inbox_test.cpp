@@ -10,9 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -212,6 +215,43 @@ TEST_F(InboxTest, PurgeDropsPartitionsWhollyPastTheCutoffAndDeletesOnlyInTheUnda
     db->exec("UPDATE " + inbox() + " SET processed_at = now() WHERE outbox_id = $1", {late});
     EXPECT_EQ(outbox::inbox::purge_at(*db, cfg, 300, 7, now + 600000), 40);
     EXPECT_EQ(scalar("SELECT count(*) FROM " + inbox()), "0");
+}
+
+TEST_F(InboxTest, APurgeWaitsOutAConsumersOpenTransactionWithoutHoldingOthersUp) {
+    cfg.set("inbox.partition_s", "60");
+    cfg.set("inbox.retention_s", "0");
+    outbox::schema::migrate(*db, cfg);
+    const int64_t now = now_ms();
+    ASSERT_TRUE(dedupe(v7_at(now / 60000 * 60000, rng)));
+    // A consumer's handler transaction stays open for 1.5 s on the inbox.
+    outbox::pg::Conn handler = outbox::pg::Conn::open(pg_url());
+    handler.exec_simple("BEGIN");
+    outbox::inbox::Key key{"search", v7_at(now, rng), "PRD", "1", 0};
+    ASSERT_TRUE(outbox::inbox::dedupe(handler, cfg, key, false).first_time);
+    std::vector<std::string> others;
+    for (int i = 0; i < 5; ++i) {
+        others.push_back(v7_at(now + i, rng));
+    }
+    std::thread closer([&] {
+        // Meanwhile other consumers go on: each waits for the purge's lock 100 ms at most.
+        outbox::pg::Conn other = outbox::pg::Conn::open(pg_url());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        for (const std::string &id : others) {
+            const auto t0 = std::chrono::steady_clock::now();
+            outbox::inbox::Key k{"cache", id, "PRD", "1", 0};
+            EXPECT_TRUE(outbox::inbox::dedupe(other, cfg, k, false).first_time);
+            EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        handler.exec_simple("COMMIT");
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t purged = outbox::inbox::purge_at(*db, cfg, 60, 100, now + 600000);
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    closer.join();
+    EXPECT_GE(purged, 1) << "counted before the lock: rows committed while it waited go uncounted";
+    EXPECT_GT(waited, std::chrono::milliseconds(1000)) << "the purge waited for the open transaction";
+    EXPECT_EQ(scalar("SELECT count(*) FROM " + inbox()), "0") << "every row, the late ones too, was past the cutoff";
 }
 
 TEST_F(InboxTest, PurgeStillRefusesAnAgeBelowTheRetention) {
