@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "identifiers.hpp"
 #include "json.hpp"
+#include "schema.hpp"
 #include "uuid.hpp"
 
 #include <algorithm>
@@ -267,21 +268,32 @@ int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition
     if (old.empty()) {
         return 0;
     }
+    const bool own = conn.tx_status() == PQTRANS_IDLE;
     std::vector<int64_t> rows;
     for (const Partition &p : old) {
-        rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
+        try {
+            rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
+        } catch (const Error &e) {
+            if (!own || std::string(e.what()).find("SQLSTATE 42P01") == std::string::npos) {
+                throw;
+            }
+            rows.push_back(0); // another purge dropped it since the list was read
+        }
     }
-    const bool own = conn.tx_status() == PQTRANS_IDLE;
     for (int attempt = 1;; ++attempt) {
         try {
             return in_transaction(conn, [&]() -> int64_t {
                 if (own) {
                     conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
                 }
+                conn.exec_simple(schema::ddl_lock_sql);
                 conn.exec_simple("LOCK TABLE " + cfg.inbox_qualified() + " IN ACCESS EXCLUSIVE MODE");
                 int64_t dropped = 0;
                 for (size_t i = 0; i < old.size(); ++i) {
                     const std::string name = ident::qualified(cfg.schema, old[i].name);
+                    if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
+                        continue; // another purge dropped it first
+                    }
                     pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
                                              "precision)), true) FROM " +
                                                  name,
@@ -322,6 +334,7 @@ void ensure_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
 
 namespace {
 void make_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
+    conn.exec_simple(schema::ddl_lock_sql); // another purge or migrate may be making the same ones
     const int64_t width = cfg.inbox_partition_s * 1000;
     const std::vector<Partition> parts = partitions(conn, cfg);
     int64_t last = 0;

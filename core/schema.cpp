@@ -209,7 +209,7 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
     }
     try {
         // A fixed key: every outbox migration in the database serialises on it.
-        conn.exec_simple("SELECT pg_advisory_xact_lock(7306288117516400641)");
+        conn.exec_simple(ddl_lock_sql);
         ensure_migrations_table(conn, cfg);
         Result res;
         if (what != What::inbox) {

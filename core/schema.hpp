@@ -16,6 +16,10 @@ struct Result {
 
 enum class What { all, outbox, inbox };
 
+// The advisory lock every change of the tables' shape takes (migrations, making and dropping inbox
+// partitions), so that concurrent ones serialise; one fixed key for the whole database.
+constexpr const char *ddl_lock_sql = "SELECT pg_advisory_xact_lock(7306288117516400641)";
+
 // Runs under an advisory lock so concurrent migrations serialise. On an idle connection it
 // runs in its own transaction; inside the caller's transaction it joins it (caller commits).
 // `up_to` stops at an older version (tests of the upgrades); 0 means the latest.

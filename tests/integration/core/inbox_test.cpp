@@ -254,6 +254,39 @@ TEST_F(InboxTest, APurgeWaitsOutAConsumersOpenTransactionWithoutHoldingOthersUp)
     EXPECT_EQ(scalar("SELECT count(*) FROM " + inbox()), "0") << "every row, the late ones too, was past the cutoff";
 }
 
+TEST_F(InboxTest, TwoPurgesAtOnceDropEachPartitionOnce) {
+    cfg.set("inbox.partition_s", "60");
+    cfg.set("inbox.retention_s", "0");
+    outbox::schema::migrate(*db, cfg);
+    const int64_t now = now_ms();
+    for (int i = 0; i < 40; ++i) {
+        ASSERT_TRUE(dedupe(v7_at(now / 60000 * 60000 + (i % 4) * 60000 + i, rng)));
+    }
+    std::vector<int64_t> got(4, -1);
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> purgers;
+    for (size_t t = 0; t < got.size(); ++t) {
+        purgers.emplace_back([&, t] {
+            try {
+                outbox::pg::Conn c = outbox::pg::Conn::open(pg_url());
+                got[t] = outbox::inbox::purge_at(c, cfg, 60, 100, now + 900000);
+            } catch (const std::exception &e) {
+                errors[t] = e.what();
+            }
+        });
+    }
+    for (std::thread &t : purgers) {
+        t.join();
+    }
+    for (size_t t = 0; t < got.size(); ++t) {
+        EXPECT_EQ(errors[t], "") << "purge " << t;
+        EXPECT_GE(got[t], 0) << "purge " << t;
+    }
+    EXPECT_EQ(got[0] + got[1] + got[2] + got[3], 40) << "each partition's rows counted by the purge that dropped it";
+    EXPECT_EQ(scalar("SELECT count(*) FROM " + inbox()), "0");
+    EXPECT_EQ(partition_count(), "6") << "_before, the default, and the new now's partition and 3 ahead, once each";
+}
+
 TEST_F(InboxTest, PurgeStillRefusesAnAgeBelowTheRetention) {
     outbox::schema::migrate(*db, cfg);
     EXPECT_THROW(outbox::inbox::purge(*db, cfg, 60, 100), outbox::Error);
