@@ -215,26 +215,6 @@ void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) 
     conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
 }
 
-// Runs fn in a transaction of its own when the connection is idle, else in the caller's.
-template <typename Fn> auto in_transaction(pg::Conn &conn, Fn fn) {
-    const bool own = conn.tx_status() == PQTRANS_IDLE;
-    if (own) {
-        conn.exec_simple("BEGIN");
-    }
-    try {
-        auto r = fn();
-        if (own) {
-            conn.exec_simple("COMMIT");
-        }
-        return r;
-    } catch (...) {
-        if (own) {
-            conn.rollback_quietly();
-        }
-        throw;
-    }
-}
-
 bool owns_inbox(pg::Conn &conn, const Config &cfg) {
     pg::Result r = conn.exec("SELECT pg_has_role(current_user, relowner, 'USAGE') FROM pg_class"
                              " WHERE oid = CAST($1 AS regclass)",
@@ -282,7 +262,7 @@ int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition
     }
     for (int attempt = 1;; ++attempt) {
         try {
-            return in_transaction(conn, [&]() -> int64_t {
+            return pg::in_transaction(conn, [&]() -> int64_t {
                 if (own) {
                     conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
                 }
@@ -326,7 +306,7 @@ int64_t db_now_ms(pg::Conn &conn) {
 }
 
 void ensure_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
-    in_transaction(conn, [&] {
+    pg::in_transaction(conn, [&] {
         make_partitions(conn, cfg, now_ms);
         return 0;
     });

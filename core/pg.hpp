@@ -123,4 +123,25 @@ Errc errc_for_sqlstate(std::string_view sqlstate);
 // A connection string with any password removed, for messages and logs.
 std::string redact_conninfo(const std::string &conninfo);
 
+// Runs fn() in a transaction of its own when the connection is idle (committed after, rolled back
+// on an exception), or else in the caller's open transaction, which the caller ends.
+template <typename Fn> auto in_transaction(Conn &conn, Fn fn) {
+    const bool own = conn.tx_status() == PQTRANS_IDLE;
+    if (own) {
+        conn.exec_simple("BEGIN");
+    }
+    try {
+        auto r = fn();
+        if (own) {
+            conn.exec_simple("COMMIT");
+        }
+        return r;
+    } catch (...) {
+        if (own) {
+            conn.rollback_quietly();
+        }
+        throw;
+    }
+}
+
 } // namespace outbox::pg

@@ -203,11 +203,7 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
     if (st == PQTRANS_INERROR) {
         fail(Errc::transaction, "the connection's transaction is aborted; roll it back before migrating");
     }
-    const bool own_tx = st == PQTRANS_IDLE;
-    if (own_tx) {
-        conn.exec_simple("BEGIN");
-    }
-    try {
+    return pg::in_transaction(conn, [&] {
         // A fixed key: every outbox migration in the database serialises on it.
         conn.exec_simple(ddl_lock_sql);
         ensure_migrations_table(conn, cfg);
@@ -221,16 +217,8 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
                 inbox::ensure_partitions(conn, cfg, inbox::db_now_ms(conn));
             }
         }
-        if (own_tx) {
-            conn.exec_simple("COMMIT");
-        }
         return res;
-    } catch (...) {
-        if (own_tx) {
-            conn.rollback_quietly();
-        }
-        throw;
-    }
+    });
 }
 
 std::string idempotency_index(const Config &cfg) {
