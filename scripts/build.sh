@@ -2,6 +2,7 @@
 # Configures and builds the project.
 #   scripts/build.sh release   -> build/release, installed into _install/ (library, header, pkg-config, CMake package, CLI)
 #   scripts/build.sh asan      -> build/asan with AddressSanitizer + UndefinedBehaviorSanitizer, for the C++ test suite
+#                                 (without bench/: no test runs it there; the release tree builds it)
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -19,12 +20,12 @@ case "$kind" in
     ;;
   asan)
     cmake -S "$root" -B "$root/build/asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=ON \
-      -DOUTBOX_WERROR=ON >/dev/null
+      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_BENCH=OFF >/dev/null
     cmake --build "$root/build/asan" -j "$jobs"
     echo "build: sanitizer build ready in $root/build/asan"
     ;;
   -h|--help)
-    sed -n '2,4p' "$0"; exit 0 ;;
+    sed -n '2,5p' "$0"; exit 0 ;;
   *)
     echo "usage: scripts/build.sh release|asan" >&2; exit 2 ;;
 esac
