@@ -24,10 +24,12 @@ runner_suite() {
   python3 "$root/tests/runner/check_sizes.py"
 }
 
+# The integration binaries are registered in shards (tests/CMakeLists.txt), run side by side.
 cxx_suite() {
   "$root/scripts/build.sh" asan
   sanitizer_env
-  ctest --test-dir "$root/build/asan" --output-on-failure --no-tests=error --timeout 600 -LE security
+  ctest --test-dir "$root/build/asan" --output-on-failure --no-tests=error --timeout 600 -LE security \
+    -j "${OUTBOX_CTEST_JOBS:-3}"
 }
 
 # Least-privilege roles, TLS to both servers, no password in any output, injection strings
