@@ -24,7 +24,7 @@ runner_suite() {
   python3 "$root/tests/runner/check_sizes.py"
 }
 
-# The integration binaries are registered in shards (tests/CMakeLists.txt), run side by side.
+# Each integration test is a ctest test of its own (tests/CMakeLists.txt): they run side by side.
 cxx_suite() {
   "$root/scripts/build.sh" asan
   sanitizer_env
