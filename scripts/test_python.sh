@@ -32,7 +32,7 @@ pip_q() { "$py" -m pip install --disable-pip-version-check -q "$@"; }
 outbox_log "test dependencies"
 # .run/venv: the pure psycopg (it loads the system libpq) and psycopg2 built from source: their
 # connections are lent to the library (the optimisation), and the whole suite runs on them.
-pip_q pytest "pytest-timeout>=2.1" "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
+pip_q pytest "pytest-timeout>=2.1" "pytest-xdist>=3" "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
 pip_q --no-binary psycopg2 "psycopg2>=2.8"
 if "$py" -c 'import psycopg.pq as p, sys; sys.exit(p.__impl__ != "python")'; then :; else
   outbox_die "psycopg in $venv is not the pure-Python implementation (a psycopg[binary]/[c] extra is installed)"
@@ -84,7 +84,10 @@ run_pytest() {
   return "$r"
 }
 outbox_log "pytest in $venv (pure psycopg, psycopg2 from source)"
-run_pytest "$py" "$root/python/tests" --ignore="$root/python/tests/drivers" "$@" || rc=$?
+# Three worker processes (pytest-xdist), each taking whole files: every test has its own schema,
+# exchange and queues, and most of their time is spent waiting on the services or a subprocess.
+run_pytest "$py" -n "${OUTBOX_PYTEST_WORKERS:-3}" --dist loadfile "$root/python/tests" \
+  --ignore="$root/python/tests/drivers" "$@" || rc=$?
 outbox_log "pytest in $dvenv (psycopg[binary], psycopg2-binary, SQLAlchemy, asyncpg, mypy)"
 run_pytest "$dpy" "$root/python/tests/drivers" "$@" || rc=$?
 exit "$rc"
