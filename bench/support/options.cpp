@@ -228,8 +228,8 @@ void apply_quick(Options &o, const Given &set) {
         o.scale_events = 4000;
     }
     if (!set.part) {
-        o.part_events = 2000;
-        o.part_aggregates = 200;
+        o.part_events = 1000;
+        o.part_aggregates = 100;
     }
     if (!set.lat) {
         o.latency_seconds = 1.5;
