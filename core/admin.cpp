@@ -1,10 +1,12 @@
 #include "admin.hpp"
 
 #include "amqp.hpp"
-#include "envelope.hpp"
 #include "connect.hpp"
+#include "envelope.hpp"
 #include "error.hpp"
 #include "json.hpp"
+#include "retention.hpp"
+#include "stream.hpp"
 #include "uuid.hpp"
 
 #include <algorithm>
@@ -61,28 +63,47 @@ void require_text(const std::string &v, const char *what) {
 
 double lag_seconds(pg::Conn &conn, const Config &cfg) {
     pg::Result r = conn.exec("SELECT COALESCE(GREATEST(extract(epoch FROM now() - min(next_attempt_at)), 0), 0)::float8"
-                             " FROM " + cfg.outbox_qualified() +
-                             " WHERE status = 'PENDING' AND next_attempt_at <= now()");
+                             " FROM " +
+                             cfg.outbox_qualified() + " WHERE status = 'PENDING' AND next_attempt_at <= now()");
     return opt_double(r, 0, 0).value_or(0);
 }
 
 Stats stats(pg::Conn &conn, const Config &cfg, double lag_threshold_s) {
     const std::string t = cfg.outbox_qualified();
+    const std::string rc = stream::receipts_table(cfg);
     Stats s;
-    // One statement, one snapshot. Every subquery is answered from a partial index.
+    // One statement, one snapshot. The status filters reach only the view's branches that can match
+    // (events above the relay's cursor, parked events): bounded by the backlog.
     pg::Result r = conn.exec(
         "SELECT"
-        " (SELECT count(*) FROM " + t + " WHERE status = 'PENDING'),"
-        " (SELECT count(*) FROM " + t + " WHERE status = 'PENDING' AND next_attempt_at <= now()),"
-        " (SELECT count(*) FROM " + t + " WHERE status = 'FAILED'),"
-        " (SELECT count(*) FROM " + t + " WHERE status = 'PUBLISHED' AND published_at > now() - interval '1 minute'),"
-        " (SELECT count(*) FROM " + t + " WHERE status = 'PUBLISHED' AND published_at > now() - interval '1 hour'),"
-        " (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM " + t + " WHERE status = 'PENDING'),"
-        " (SELECT COALESCE(GREATEST(extract(epoch FROM now() - min(next_attempt_at)), 0), 0)::float8 FROM " + t +
-        " WHERE status = 'PENDING' AND next_attempt_at <= now()),"
-        " (SELECT extract(epoch FROM now() - max(published_at))::float8 FROM " + t + " WHERE status = 'PUBLISHED'),"
-        " (SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass($1))",
-        {t});
+        " (SELECT count(*) FROM " +
+            t +
+            " WHERE status = 'PENDING'),"
+            " (SELECT count(*) FROM " +
+            t +
+            " WHERE status = 'PENDING' AND next_attempt_at <= now()),"
+            " (SELECT count(*) FROM " +
+            t +
+            " WHERE status = 'FAILED'),"
+            " (SELECT COALESCE(sum(to_position - from_position + 1), 0) FROM " +
+            rc +
+            " WHERE published_at > now() - interval '1 minute'),"
+            " (SELECT COALESCE(sum(to_position - from_position + 1), 0) FROM " +
+            rc +
+            " WHERE published_at > now() - interval '1 hour'),"
+            " (SELECT extract(epoch FROM now() - min(created_at))::float8 FROM " +
+            t +
+            " WHERE status = 'PENDING'),"
+            " (SELECT COALESCE(GREATEST(extract(epoch FROM now() - min(next_attempt_at)), 0), 0)::float8 FROM " +
+            t +
+            " WHERE status = 'PENDING' AND next_attempt_at <= now()),"
+            " (SELECT extract(epoch FROM now() - max(published_at))::float8 FROM " +
+            rc +
+            "),"
+            // Planner estimates: the events partitions and the version-1 table.
+            " (SELECT COALESCE(sum(GREATEST(c.reltuples, 0)), 0)::bigint FROM pg_class c WHERE c.oid = to_regclass($1)"
+            " OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass($2)))",
+        {stream::v1_table(cfg), stream::events_table(cfg)});
     s.pending = r.get_int(0, 0);
     s.pending_due = r.get_int(0, 1);
     s.failed = r.get_int(0, 2);
@@ -93,10 +114,10 @@ Stats stats(pg::Conn &conn, const Config &cfg, double lag_threshold_s) {
     s.last_published_age_s = opt_double(r, 0, 7);
     s.total_estimate = r.is_null(0, 8) ? 0 : r.get_int(0, 8);
     s.published_estimate = std::max<int64_t>(s.total_estimate - s.pending - s.failed, 0);
-    // Grouped over outbox_unpublished_idx (status <> 'PUBLISHED'): bounded by the backlog.
+    // Events not published: above the cursor or parked, so bounded by the backlog.
     pg::Result g = conn.exec("SELECT aggregate_type, count(*) FILTER (WHERE status = 'PENDING'),"
-                             " count(*) FILTER (WHERE status = 'FAILED') FROM " + t +
-                             " WHERE status <> 'PUBLISHED' GROUP BY aggregate_type ORDER BY aggregate_type");
+                             " count(*) FILTER (WHERE status = 'FAILED') FROM " +
+                             t + " WHERE status <> 'PUBLISHED' GROUP BY aggregate_type ORDER BY aggregate_type");
     for (int i = 0; i < g.rows(); ++i) {
         s.per_type.push_back({std::string(g.get(i, 0)), g.get_int(i, 1), g.get_int(i, 2)});
     }
@@ -129,14 +150,14 @@ std::string stats_json(const Stats &s) {
     return out;
 }
 
-int64_t retry_failed(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
-                     const std::string &event_id, int max_retries) {
+int64_t retry_failed(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type, const std::string &event_id,
+                     int max_retries) {
     if (!event_id.empty() && !uuid::valid(event_id)) {
         fail(Errc::invalid_argument, "event id must be a UUID");
     }
     require_text(aggregate_type, "aggregate type");
     pg::Result r = conn.exec(
-        "UPDATE " + cfg.outbox_qualified() +
+        "UPDATE " + stream::parked_table(cfg) +
             " SET status = 'PENDING', next_attempt_at = now() WHERE status = 'FAILED'"
             " AND (CAST($1 AS text) IS NULL OR aggregate_type = $1)"
             " AND (CAST($2 AS text) IS NULL OR outbox_id = CAST(CAST($2 AS text) AS uuid))"
@@ -164,41 +185,12 @@ int64_t purge_published(pg::Conn &conn, const Config &cfg, int64_t older_than_s,
     if (conn.tx_status() != PQTRANS_IDLE) {
         fail(Errc::transaction, "purge runs its own short transactions: call it outside a transaction");
     }
-    const std::string t = cfg.outbox_qualified();
-    // The cutoff is fixed once, so the purge ends even while new rows keep aging past it.
-    pg::Result c = conn.exec("SELECT CAST(now() - CAST(CAST($1 AS text) AS bigint) * interval '1 second' AS text)",
-                             {std::to_string(older_than_s)});
-    const std::string cutoff(c.get(0, 0));
-    // The status is checked again by the DELETE itself: a row's ctid is only deleted when it is
-    // (still) a published row past the cutoff.
-    const std::string sql = "DELETE FROM " + t + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + t +
-                            " WHERE status = 'PUBLISHED' AND published_at < CAST($1 AS timestamptz)"
-                            " ORDER BY published_at LIMIT CAST(CAST($2 AS text) AS int)))"
-                            " AND status = 'PUBLISHED' AND published_at < CAST($1 AS timestamptz)";
-    int64_t total = 0;
-    while (true) {
-        pg::Result r = conn.exec(sql, {cutoff, std::to_string(batch)});
-        int64_t n = std::strtoll(r.cmd_tuples(), nullptr, 10);
-        total += n;
-        if (on_progress) {
-            on_progress(total);
-        }
-        if (n == 0) {
-            return total;
-        }
-    }
+    return retention::purge(conn, cfg, older_than_s, batch, on_progress).events;
 }
 
 int64_t purge_estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s) {
     check_purge_age(older_than_s);
-    // EXPLAIN takes no parameters: the age is a validated integer, formatted here.
-    pg::Result r = conn.exec("EXPLAIN (FORMAT JSON) SELECT 1 FROM " + cfg.outbox_qualified() +
-                             " WHERE status = 'PUBLISHED' AND published_at < now() - " +
-                             std::to_string(std::max<int64_t>(older_than_s, 0)) + " * interval '1 second'");
-    json::Ptr doc = json::parse(std::string(r.get(0, 0)));
-    const cJSON *plan = doc ? cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(doc.get(), 0), "Plan") : nullptr;
-    const cJSON *rows = plan != nullptr ? cJSON_GetObjectItemCaseSensitive(plan, "Plan Rows") : nullptr;
-    return cJSON_IsNumber(rows) ? static_cast<int64_t>(rows->valuedouble) : 0;
+    return retention::estimate(conn, cfg, older_than_s);
 }
 
 int64_t seq_of_event(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
@@ -218,8 +210,8 @@ int64_t seq_of_event(pg::Conn &conn, const Config &cfg, const std::string &aggre
     return r.get_int(0, 0);
 }
 
-int64_t seq_since(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
-                  const std::string &aggregate_id, const std::string &since) {
+int64_t seq_since(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type, const std::string &aggregate_id,
+                  const std::string &since) {
     require_text(aggregate_type, "aggregate type");
     require_text(aggregate_id, "aggregate id");
     require_text(since, "since");
@@ -268,8 +260,8 @@ void await_confirms(amqp::Connection &mq, uint64_t first, uint64_t last, int tim
 
 } // namespace
 
-int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type,
-               const std::string &aggregate_id, int64_t from_seq) {
+int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_type, const std::string &aggregate_id,
+               int64_t from_seq) {
     if (aggregate_type.empty() || aggregate_id.empty()) {
         fail(Errc::invalid_argument, "replay needs an aggregate type and id");
     }

@@ -235,6 +235,14 @@ std::vector<Option> runtime_options() {
         int_opt("inbox.partitions_ahead",
                 "inbox partitions kept made ahead of the current one by migrate and purge (default 3)",
                 &Config::inbox_partitions_ahead, 1, 1000),
+        int_opt("outbox.partition_events",
+                "width of one outbox events partition in positions (events); retention drops whole partitions once "
+                "every event in one is published (default 1000000)",
+                &Config::outbox_partition_events, 100, 1000000000000LL),
+        int_opt("outbox.partitions_ahead",
+                "outbox events partitions kept made ahead of the one being written, by migrate and the relay "
+                "(default 2)",
+                &Config::outbox_partitions_ahead, 1, 1000),
         amqp_name_opt("relay.name", "name of this relay in logs and connection names (default outbox-relay)",
                       &Config::relay_name, false),
     };

@@ -73,6 +73,10 @@ struct Config {
     // many seconds wide, made this many ahead of the current one (core/inbox.hpp).
     int64_t inbox_partition_s = 24 * 3600;
     int inbox_partitions_ahead = 3;
+    // The events table (storage version 2) is range-partitioned by position: partitions this many
+    // positions wide, made this many ahead of the one being written (core/retention.hpp).
+    int64_t outbox_partition_events = 1000000;
+    int outbox_partitions_ahead = 2;
 
     // Longest value set() accepts, for any key.
     static constexpr size_t max_value_bytes = 64 * 1024;

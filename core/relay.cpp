@@ -3,7 +3,9 @@
 #include "connect.hpp"
 #include "envelope.hpp"
 #include "error.hpp"
+#include "retention.hpp"
 #include "store.hpp"
+#include "stream.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <chrono>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -45,23 +48,6 @@ std::string array_literal(const std::vector<std::string> &items) {
     return out;
 }
 
-std::string mark_sql(const Config &cfg) {
-    const std::string t = cfg.outbox_qualified();
-    // One statement per step records every outcome: published ids, and failures with their
-    // message and backoff. `status = 'PENDING'` guards against an operator having changed a row.
-    return "WITH ok AS (UPDATE " + t +
-           " SET status = 'PUBLISHED', published_at = now(), error_message = NULL"
-           " WHERE outbox_id = ANY(CAST($1 AS uuid[])) AND status = 'PENDING' RETURNING 1),"
-           " bad AS (UPDATE " +
-           t +
-           " t SET retry_count = t.retry_count + 1, error_message = f.err,"
-           " next_attempt_at = now() + f.delay_ms * interval '1 millisecond',"
-           " status = CASE WHEN t.retry_count + 1 >= CAST($4 AS integer) THEN 'FAILED' ELSE 'PENDING' END"
-           " FROM unnest(CAST($2 AS uuid[]), CAST($3 AS text[]), CAST($5 AS bigint[])) AS f(id, err, delay_ms)"
-           " WHERE t.outbox_id = f.id AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead)"
-           " SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM bad), (SELECT count(*) FROM bad WHERE dead)";
-}
-
 } // namespace
 
 int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64 &rng) {
@@ -81,8 +67,8 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 }
 
 Relay::Relay(Config cfg)
-    : cfg_(std::move(cfg)), visit_sql_(store::visit_sql(cfg_)), claim_sql_(store::claim_sql(cfg_)),
-      mark_sql_(mark_sql(cfg_)), rng_(std::random_device{}()) {
+    : cfg_(std::move(cfg)), read_sql_(stream::read_sql(cfg_)), parked_sql_(stream::parked_sql(cfg_)),
+      mark_sql_(stream::mark_sql(cfg_)), rng_(std::random_device{}()) {
     cfg_.require_pg_url("the relay");
     cfg_.require_amqp_url("the relay");
     if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -189,6 +175,7 @@ void Relay::drop_pg(int slot) noexcept {
         pg_[slot].reset();
         if (slot == 0) {
             listening_ = false;
+            active_ = false; // the relay lock went with the connection
         }
     }
     pg_up_.store(pg_[0].has_value() || pg_[1].has_value(), std::memory_order_relaxed);
@@ -207,255 +194,187 @@ void Relay::drop_amqp() noexcept {
     mq_.reset();
 }
 
-std::vector<RelayItem> Relay::claim(pg::Conn &db) {
-    std::vector<RelayItem> items;
-    try {
-        // The visits run outside a transaction: an idle relay's poll is then one statement. The
-        // claim below re-checks each head under its row lock, so nothing relies on their snapshot.
-        // Visit aggregates from the cursor and take the due heads: first as many as a batch
-        // holds, widening while too few are due (failed heads in backoff are skipped), and
-        // wrapping around once at the end of the index.
-        const int batch = cfg_.relay_batch_size;
-        const int max_visit = std::max(8 * batch, 64);
-        int scan = std::max(batch, 16);
-        int visited = 0;
-        std::vector<std::string> types;
-        std::vector<std::string> ids;
-        std::vector<std::string> seqs;
-        std::unordered_map<std::string, bool> taken;
-        bool wrapped = cursor_type_.empty() && cursor_id_.empty();
-        while (true) {
-            pg::Result v = db.exec_cached(visit_sql_, {cursor_type_, cursor_id_, std::to_string(scan)});
-            int i = 0;
-            for (; i < v.rows() && static_cast<int>(types.size()) < batch; ++i) {
-                std::string key = std::string(v.get(i, 0)) + '\0' + std::string(v.get(i, 1));
-                if (v.get(i, 3) == "t" && taken.emplace(key, true).second) {
-                    types.emplace_back(v.get(i, 0));
-                    ids.emplace_back(v.get(i, 1));
-                    seqs.emplace_back(v.get(i, 2));
-                }
-            }
-            if (static_cast<int>(types.size()) >= batch) {
-                cursor_type_ = std::string(v.get(i - 1, 0));
-                cursor_id_ = std::string(v.get(i - 1, 1));
-                break;
-            }
-            visited += v.rows();
-            if (v.rows() < scan) { // reached the end of the index
-                cursor_type_.clear();
-                cursor_id_.clear();
-                if (wrapped) {
-                    break;
-                }
-                wrapped = true;
-                continue;
-            }
-            cursor_type_ = std::string(v.get(v.rows() - 1, 0));
-            cursor_id_ = std::string(v.get(v.rows() - 1, 1));
-            if (visited >= max_visit) {
-                break; // bounded work per step; the next step goes on from the cursor
-            }
-            scan = std::min(scan * 4, max_visit - visited);
-        }
-        if (types.empty()) {
-            return items; // nothing due, and no transaction was opened
-        }
-        db.exec_simple("BEGIN");
-        pg::Result r = db.exec_cached(
-            claim_sql_, {array_literal(types), array_literal(ids), array_literal(seqs), std::to_string(batch)});
-        items.reserve(static_cast<size_t>(r.rows()));
-        for (int i = 0; i < r.rows(); ++i) {
-            RelayItem it;
-            it.row.outbox_id = std::string(r.get(i, 0));
-            it.row.event_type = std::string(r.get(i, 1));
-            it.row.aggregate_type = std::string(r.get(i, 2));
-            it.row.aggregate_id = std::string(r.get(i, 3));
-            it.row.seq = r.get_int(i, 4);
-            it.row.operation = std::string(r.get(i, 5));
-            it.row.payload = std::string(r.get(i, 6));
-            it.row.previous_payload = r.get_opt(i, 7);
-            it.row.metadata = std::string(r.get(i, 8));
-            it.row.user = r.get_opt(i, 9);
-            it.row.created_at = std::string(r.get(i, 10));
-            it.row.created_epoch_s = r.get_int(i, 11);
-            it.retry_count = static_cast<int>(r.get_int(i, 12));
-            items.push_back(std::move(it));
-        }
-    } catch (const Error &e) {
-        db.rollback_quietly();
-        throw;
+// Takes the table's relay lock when this relay does not hold it yet, and then loads what the
+// previous holder left: the cursor, what is done above it, and the aggregates with parked events.
+// Returns false while another relay holds the lock (this one stands by).
+bool Relay::ensure_active() {
+    pg::Conn &db = *pg_[0];
+    if (active_) {
+        return true;
     }
+    if (db.exec(stream::lock_sql, {cfg_.outbox_qualified()}).get(0, 0) != "t") {
+        if (!standby_logged_) {
+            log(LogLevel::info, "another relay is active on " + cfg_.outbox_qualified() + "; standing by");
+            standby_logged_ = true;
+        }
+        return false;
+    }
+    pg::Result c = db.exec("SELECT cursor FROM " + stream::relay_table(cfg_) + " WHERE name = 'default'");
+    if (c.rows() == 0) {
+        fail(Errc::schema, "the outbox relay table has no cursor row; run outbox migrate");
+    }
+    const int64_t cursor = c.get_int(0, 0);
+    pg::Result r = db.exec("SELECT from_position, to_position FROM " + stream::receipts_table(cfg_) +
+                               " WHERE to_position > CAST($1 AS bigint) ORDER BY from_position",
+                           {std::to_string(cursor)});
+    std::vector<std::pair<int64_t, int64_t>> done;
+    for (int i = 0; i < r.rows(); ++i) {
+        done.emplace_back(r.get_int(i, 0), r.get_int(i, 1));
+    }
+    pg::Result p =
+        db.exec("SELECT position FROM " + stream::parked_table(cfg_) + " WHERE position > CAST($1 AS bigint)",
+                {std::to_string(cursor)});
+    std::vector<int64_t> parked;
+    for (int i = 0; i < p.rows(); ++i) {
+        parked.push_back(p.get_int(i, 0));
+    }
+    progress_.load(cursor, done, parked);
+    stored_cursor_ = cursor;
+    reload_parked(db);
+    active_ = true;
+    standby_logged_ = false;
+    log(LogLevel::info, "relay active on " + cfg_.outbox_qualified() + " from position " + std::to_string(cursor));
+    return true;
+}
+
+void Relay::reload_parked(pg::Conn &db) {
+    parked_aggs_.clear();
+    pg::Result a = db.exec("SELECT DISTINCT aggregate_type, aggregate_id FROM " + stream::parked_table(cfg_));
+    for (int i = 0; i < a.rows(); ++i) {
+        parked_aggs_.emplace(std::string(a.get(i, 0)), std::string(a.get(i, 1)));
+    }
+}
+
+namespace {
+// One event row as read_sql and parked_sql return them, from column `c` (the position) on.
+RelayItem item_from(const pg::Result &r, int i, int c) {
+    RelayItem it;
+    it.position = r.get_int(i, c);
+    it.row.outbox_id = std::string(r.get(i, c + 1));
+    it.row.event_type = std::string(r.get(i, c + 2));
+    it.row.aggregate_type = std::string(r.get(i, c + 3));
+    it.row.aggregate_id = std::string(r.get(i, c + 4));
+    it.row.seq = r.get_int(i, c + 5);
+    it.row.operation = std::string(r.get(i, c + 6));
+    it.row.payload = std::string(r.get(i, c + 7));
+    it.row.previous_payload = r.get_opt(i, c + 8);
+    it.row.metadata = std::string(r.get(i, c + 9));
+    it.row.user = r.get_opt(i, c + 10);
+    it.row.created_at = std::string(r.get(i, c + 11));
+    it.row.created_epoch_s = r.get_int(i, c + 12);
+    it.retry_count = static_cast<int>(r.get_int(i, c + 13));
+    return it;
+}
+} // namespace
+
+// The due parked events: whole aggregates from their first parked event on, in position order.
+void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
+    if (parked_aggs_.empty()) {
+        return;
+    }
+    pg::Result r = db.exec_cached(parked_sql_, {std::to_string(cfg_.relay_batch_size)});
+    for (int i = 0; i < r.rows(); ++i) {
+        RelayItem it = item_from(r, i, 0);
+        it.parked = true;
+        items.push_back(std::move(it));
+    }
+}
+
+// The stream: gaps and retries again, then the events past the frontier, in position order. One
+// autocommit statement: an idle relay's poll.
+void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
+    const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
+    std::string list = "{";
+    for (size_t i = 0; i < again.size(); ++i) {
+        list += (i > 0 ? "," : "") + std::to_string(again[i]);
+    }
+    list += "}";
+    const int64_t frontier = progress_.frontier();
+    pg::Result r = db.exec_cached(read_sql_, {list, std::to_string(frontier), std::to_string(std::max(limit, 1))});
+    const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
+    std::vector<int64_t> found_again;
+    std::vector<int64_t> fresh;
+    for (int i = 0; i < r.rows(); ++i) {
+        if (r.is_null(i, 1)) {
+            continue; // no event: the snapshot's row alone
+        }
+        RelayItem it = item_from(r, i, 1);
+        if (it.position <= frontier) {
+            found_again.push_back(it.position);
+        } else {
+            fresh.push_back(it.position);
+            if (progress_.done(it.position)) {
+                continue; // published or parked before this relay took over
+            }
+        }
+        if (parked_aggs_.count({it.row.aggregate_type, it.row.aggregate_id}) > 0) {
+            it.park = true; // behind its aggregate's parked events
+        }
+        items.push_back(std::move(it));
+    }
+    progress_.observe(again, found_again, fresh, snap);
+}
+
+std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
+    std::vector<RelayItem> items;
+    (void)st;
+    read_parked(db, items);
+    read_stream(db, items, cfg_.relay_batch_size - static_cast<int>(items.size()));
     return items;
 }
 
-void Relay::discard_prefetch() noexcept {
-    if (prefetch_.valid()) {
-        try {
-            Batch b = prefetch_.get();
-            if (pg_[b.slot]) {
-                pg_[b.slot]->rollback_quietly(); // release the claimed events at once
-            }
-        } catch (...) {
-        }
-    }
-    // Marks of confirmed events are let finish: they are true, and spare a republish.
-    if (marking_.valid()) {
-        try {
-            (void)marking_.get();
-        } catch (...) {
-        }
-    }
-}
+void Relay::discard_prefetch() noexcept {}
 
-Relay::MarkResult Relay::mark(pg::Conn &db, const MarkArgs &args) {
-    const auto t0 = Clock::now();
-    MarkResult m;
-    try {
-        if (!args.empty) {
-            pg::Result r = db.exec_cached(mark_sql_, {args.ok_ids, args.bad_ids, args.bad_errors,
-                                                      std::to_string(cfg_.relay_max_attempts), args.bad_delays});
-            m.published = r.get_int(0, 0);
-            m.failed = r.get_int(0, 1);
-            m.dead = r.get_int(0, 2);
-        }
-        db.exec_simple("COMMIT");
-    } catch (const Error &) {
-        // Not marked: the events stay PENDING and are published again (duplicates, never loss).
-        db.rollback_quietly();
-        throw;
-    }
-    m.mark_us = micros_since(t0);
-    return m;
-}
-
-void Relay::add_marks(RelayStats &st, const MarkResult &m) {
-    st.published += m.published;
-    st.failed += m.failed;
-    st.dead += m.dead;
-    st.mark_us += m.mark_us;
-}
-
-// Collects the marks committing in the background, if any; a failure drops the broken connection.
-void Relay::flush_marks(RelayStats &st) {
-    if (!marking_.valid()) {
+// Every 10 s the active relay makes the events partitions ahead of the writers. A role that may not
+// (least privilege) leaves it to outbox migrate and purge: the default partition holds the events
+// meanwhile, and nothing is lost.
+void Relay::maintain_partitions(pg::Conn &db) {
+    const auto now = Clock::now();
+    if (now < next_partition_check_) {
         return;
     }
+    next_partition_check_ = now + std::chrono::seconds(10);
     try {
-        add_marks(st, marking_.get());
-    } catch (const Error &) {
-        if (!prefetch_.valid()) {
-            drop_broken_pg();
+        retention::ensure_partitions(db, cfg_);
+    } catch (const Error &e) {
+        if (!db.ok()) {
+            throw;
         }
-        throw;
+        db.rollback_quietly();
+        log(LogLevel::warn,
+            std::string("cannot make the outbox's partitions ahead (outbox migrate or purge will): ") + e.what());
     }
 }
 
 void Relay::settle(RelayStats &st) {
-    if (prefetch_.valid()) {
-        Batch b;
-        try {
-            b = prefetch_.get(); // it waited for the marks it was claimed behind
-        } catch (const Error &) {
-            drop_broken_pg();
-            throw;
-        }
-        add_marks(st, b.prior);
-        if (pg_[b.slot]) {
-            pg_[b.slot]->rollback_quietly(); // release the batch claimed ahead: due again
-        }
-    }
-    flush_marks(st);
+    (void)st; // every step commits its outcomes before it returns
 }
 
-// Stage 1 of a step: the batch claimed in the background during the previous step, or one claimed
-// now. When no batch will be claimed behind this one, the previous batch's marks are collected first,
-// so that every outcome is committed when the step returns and a claim sees their aggregates' next
-// events as heads.
-Relay::Batch Relay::take_batch(RelayStats &st) {
-    Batch cur;
-    bool have = false;
-    if (prefetch_.valid()) {
-        try {
-            cur = prefetch_.get();
-        } catch (const Error &) {
-            if (marking_.valid()) {
-                try {
-                    (void)marking_.get();
-                } catch (...) {
-                }
-            }
-            drop_broken_pg();
-            throw;
-        }
-        add_marks(st, cur.prior);
-        have = !cur.items.empty();
-        if (!have) {
-            commit_empty(cur.slot);
-        }
-    }
-    const bool overlap = have && static_cast<int>(cur.items.size()) >= cfg_.relay_batch_size && !stopping() &&
-                         (!marking_.valid() || marking_slot_ == 1 - cur.slot);
-    if (!overlap) {
-        flush_marks(st);
-    }
-    if (!have) {
-        cur.slot = 0;
-        ensure_pg(0);
-        try {
-            cur.items = claim(*pg_[0]);
-        } catch (const Error &) {
-            if (!pg_[0]->ok()) {
-                drop_pg(0);
-            }
-            throw;
-        }
-    }
-    return cur;
-}
-
-// Stage 2: a full batch means more work is likely waiting, so the next batch is claimed on the other
-// connection while this one is published, and PostgreSQL and RabbitMQ work at the same time. Its
-// events stay locked until the next step publishes them (or a stop rolls them back).
-void Relay::claim_ahead(const Batch &cur) {
-    if (static_cast<int>(cur.items.size()) < cfg_.relay_batch_size || stopping()) {
-        return;
-    }
-    const int other = 1 - cur.slot;
-    if (marking_.valid()) {
-        // The other connection still commits the previous batch's marks: claim once they are in,
-        // so the claim sees those aggregates' next events as heads.
-        pg::Conn *next = &*pg_[other];
-        prefetch_ = std::async(std::launch::async, [this, next, other, m = std::move(marking_)]() mutable {
-            MarkResult prior = m.get();
-            return Batch{other, claim(*next), prior};
-        });
-    } else {
-        ensure_pg(other);
-        pg::Conn *next = &*pg_[other];
-        prefetch_ = std::async(std::launch::async, [this, next, other] { return Batch{other, claim(*next), {}}; });
-    }
-}
-
-// Stage 3: per-aggregate chains. Rows come heads first (depth 0), then depth 1, ... so the first row
-// seen of an aggregate is its head; each item points to the next of its aggregate. A link whose
-// predecessor is missing from the batch is held back. Returns the heads: the items ready to send.
+// Stage 3: per-aggregate chains in position order. Parked events come first (they are the older
+// ones of their aggregates); stream events of an aggregate with parked events are parked unsent.
+// A link whose predecessor is missing from the batch is held back. Returns the heads: the items
+// ready to send.
 std::vector<int> Relay::build_chains(std::vector<RelayItem> &items) {
     std::vector<int> ready;
     std::unordered_map<std::string, int> tail; // aggregate -> last item index in its chain
     for (int i = 0; i < static_cast<int>(items.size()); ++i) {
-        const EventRow &row = items[static_cast<size_t>(i)].row;
-        std::string key = row.aggregate_type;
+        RelayItem &item = items[static_cast<size_t>(i)];
+        if (item.park) {
+            item.outcome = RelayOutcome::held_back;
+            continue;
+        }
+        std::string key = item.row.aggregate_type;
         key.push_back('\0');
-        key += row.aggregate_id;
+        key += item.row.aggregate_id;
         auto it = tail.find(key);
         if (it == tail.end()) {
             tail.emplace(std::move(key), i);
             ready.push_back(i);
-        } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == row.seq) {
+        } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == item.row.seq) {
             items[static_cast<size_t>(it->second)].next = i;
             it->second = i;
         } else {
-            items[static_cast<size_t>(i)].outcome = RelayOutcome::held_back;
+            item.outcome = RelayOutcome::held_back;
         }
     }
     return ready;
@@ -596,99 +515,134 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
     return std::nullopt;
 }
 
-// Stage 5, first half: every outcome of the batch as the one mark statement wants it; failures get
-// their backoff and are logged, links never sent count as held back.
-Relay::MarkArgs Relay::mark_args(const std::vector<RelayItem> &items, RelayStats &st) {
-    std::vector<std::string> ok_ids;
-    std::vector<std::string> bad_ids;
-    std::vector<std::string> bad_errors;
-    std::vector<std::string> bad_delays;
-    for (const RelayItem &it : items) {
-        switch (it.outcome) {
-        case RelayOutcome::published:
-            ok_ids.push_back(it.row.outbox_id);
-            break;
-        case RelayOutcome::failed:
-            bad_ids.push_back(it.row.outbox_id);
-            bad_errors.push_back(it.error);
-            bad_delays.push_back(std::to_string(
-                backoff_ms(it.retry_count + 1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_)));
+// Stage 5: records every outcome of the batch and the cursor in one autocommit statement:
+// receipts for published stream events; failed stream events, and the later events of their
+// aggregates, parked; parked events published (removed) or failed again (backoff, FAILED at
+// relay.max_attempts). Events neither published nor parked are read again next step. A failure
+// drops the connection, so the next step reloads the stored progress (nothing is skipped).
+void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
+    const auto t0 = Clock::now();
+    std::vector<int64_t> published;
+    std::vector<int64_t> gone;
+    std::vector<std::string> park_pos, park_status, park_retries, park_err, park_delay;
+    std::vector<std::string> again_pos, again_err, again_delay;
+    std::set<std::pair<std::string, std::string>> failed_aggs;
+    std::set<std::pair<std::string, std::string>> newly_parked;
+    for (RelayItem &it : items) {
+        std::pair<std::string, std::string> agg{it.row.aggregate_type, it.row.aggregate_id};
+        const bool failed = it.outcome == RelayOutcome::failed;
+        if (failed) {
             log(LogLevel::warn, "event " + it.row.outbox_id + " (" + it.row.event_type + " " + it.row.aggregate_type +
                                     ":" + it.row.aggregate_id + ") failed: " + it.error);
-            break;
-        case RelayOutcome::pending:
-        case RelayOutcome::held_back:
-            ++st.held_back;
-            break;
-        case RelayOutcome::in_flight:
-            break;
         }
+        if (it.parked) {
+            if (it.outcome == RelayOutcome::published) {
+                gone.push_back(it.position);
+            } else if (failed) {
+                again_pos.push_back(std::to_string(it.position));
+                again_err.push_back(it.error);
+                again_delay.push_back(std::to_string(
+                    backoff_ms(it.retry_count + 1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_)));
+            }
+            continue;
+        }
+        if (it.outcome == RelayOutcome::published) {
+            published.push_back(it.position);
+            continue;
+        }
+        if (failed || it.park || failed_aggs.count(agg) > 0) {
+            park_pos.push_back(std::to_string(it.position));
+            park_status.emplace_back("PENDING");
+            park_retries.emplace_back(failed ? "1" : "0");
+            park_err.push_back(failed ? it.error : std::string());
+            park_delay.push_back(
+                failed ? std::to_string(backoff_ms(1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_))
+                       : "0");
+            if (failed) {
+                failed_aggs.insert(agg);
+            } else {
+                ++st.held_back;
+            }
+            newly_parked.insert(std::move(agg));
+            continue;
+        }
+        if (it.outcome != RelayOutcome::in_flight) {
+            ++st.held_back;
+        }
+        progress_.retry(it.position);
     }
-    MarkArgs args;
-    args.empty = ok_ids.empty() && bad_ids.empty();
-    if (!args.empty) {
-        args.ok_ids = array_literal(ok_ids);
-        args.bad_ids = array_literal(bad_ids);
-        args.bad_errors = array_literal(bad_errors);
-        args.bad_delays = array_literal(bad_delays);
-    }
-    return args;
-}
-
-// Stage 5: mark every outcome in one statement and commit. When the next batch is claimed already,
-// the marks commit in the background while it is published. Per-aggregate order holds: the next
-// batch cannot hold these aggregates (their events were locked when it was claimed), and the claim
-// after it waits for them.
-void Relay::mark_batch(const Batch &cur, RelayStats &st, bool amqp_failed) {
-    MarkArgs args = mark_args(cur.items, st);
-    pg::Conn &db = *pg_[cur.slot];
-    if (prefetch_.valid() && !amqp_failed && !stopping()) {
-        marking_slot_ = cur.slot;
-        marking_ = std::async(std::launch::async, [this, conn = &db, a = std::move(args)] { return mark(*conn, a); });
+    const int64_t cursor = progress_.advance();
+    const bool nothing = published.empty() && gone.empty() && park_pos.empty() && again_pos.empty();
+    if (nothing && cursor == stored_cursor_) {
         return;
     }
-    try {
-        add_marks(st, mark(db, args));
-    } catch (const Error &) {
-        if (!db.ok()) {
-            drop_pg(cur.slot);
+    std::vector<std::string> from;
+    std::vector<std::string> to;
+    for (const auto *list : {&published, &gone}) {
+        for (const auto &[a, b] : stream::ranges(*list)) {
+            from.push_back(std::to_string(a));
+            to.push_back(std::to_string(b));
         }
+    }
+    std::vector<std::string> gone_text;
+    for (int64_t p : gone) {
+        gone_text.push_back(std::to_string(p));
+    }
+    try {
+        pg::Result r = db.exec_cached(
+            mark_sql_, {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
+                        array_literal(park_retries), array_literal(park_err), array_literal(park_delay),
+                        array_literal(gone_text), array_literal(again_pos), array_literal(again_err),
+                        array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor)});
+        st.published += r.get_int(0, 0);
+        st.failed += r.get_int(0, 1);
+        st.dead += r.get_int(0, 2);
+        stored_cursor_ = cursor;
+        if (!gone.empty()) {
+            reload_parked(db);
+        }
+        parked_aggs_.insert(newly_parked.begin(), newly_parked.end());
+    } catch (const Error &) {
+        // Not recorded: the events are published again (duplicates, never loss) once the next
+        // step has reloaded the stored progress.
+        drop_pg(0);
         throw;
     }
-}
-
-// Ends a step that claimed nothing: its claim transaction, if one was opened, is committed.
-void Relay::commit_empty(int slot) {
-    try {
-        if (pg_[slot]->tx_status() == PQTRANS_INTRANS) {
-            pg_[slot]->exec_simple("COMMIT");
-        }
-    } catch (const Error &) {
-        if (!pg_[slot]->ok()) {
-            drop_pg(slot);
-        }
-        throw;
-    }
+    st.mark_us += micros_since(t0);
 }
 
 RelayStats Relay::step() {
     RelayStats st;
     const auto t0 = Clock::now();
     ensure_amqp();
-    Batch cur = take_batch(st);
-    claim_ahead(cur);
-    st.claimed = static_cast<int64_t>(cur.items.size());
+    ensure_pg(0);
+    pg::Conn &db = *pg_[0];
+    std::vector<RelayItem> items;
+    try {
+        if (!ensure_active()) {
+            st.total_us = micros_since(t0);
+            return st;
+        }
+        maintain_partitions(db);
+        items = read_batch(db, st);
+    } catch (const Error &) {
+        if (!db.ok()) {
+            drop_pg(0);
+        }
+        throw;
+    }
+    st.claimed = static_cast<int64_t>(items.size());
     st.claim_us = micros_since(t0);
-    if (cur.items.empty()) {
-        commit_empty(cur.slot);
+    if (items.empty()) {
+        mark(db, items, st); // the cursor may pass gaps that became final
         st.total_us = micros_since(t0);
         return st;
     }
     const auto t1 = Clock::now();
-    PublishRound round(cur.items, build_chains(cur.items), st);
+    PublishRound round(items, build_chains(items), st);
     const std::optional<std::string> amqp_error = publish(round);
     st.publish_us = micros_since(t1);
-    mark_batch(cur, st, amqp_error.has_value());
+    mark(db, items, st);
     st.total_us = micros_since(t0);
     if (amqp_error) {
         fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
@@ -847,7 +801,9 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             backoff = std::min(backoff * 2, 30000);
         }
     }
-    discard_prefetch(); // claimed but not yet published: back to PENDING, nothing half-done
+    // Every step recorded its outcomes before it returned. The connection goes, and with it the
+    // table's relay lock, so a relay standing by takes over at once.
+    drop_pg(0);
     log(LogLevel::info, "relay stopped");
 }
 

@@ -17,15 +17,17 @@
 #include "error.hpp"
 #include "log.hpp"
 #include "pg.hpp"
+#include "stream.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,13 +50,13 @@ struct RelayStats {
 // succeeded, or the error of one that failed and the backoff before the next; and the state of
 // the connections after it.
 struct StepReport {
-    RelayStats stats;            // zeroes after a failure
-    Errc code = Errc::ok;        // ok, or the failed step's code
-    std::string error;           // the failure's message; empty on success
-    int retry_in_ms = 0;         // after a failure: the wait before the next step
-    bool pg_up = false;          // the relay holds a PostgreSQL connection
-    bool amqp_up = false;        // the relay holds a RabbitMQ connection
-    std::string amqp_node;       // "host:port" of the current or last RabbitMQ node; "" before the first
+    RelayStats stats;      // zeroes after a failure
+    Errc code = Errc::ok;  // ok, or the failed step's code
+    std::string error;     // the failure's message; empty on success
+    int retry_in_ms = 0;   // after a failure: the wait before the next step
+    bool pg_up = false;    // the relay holds a PostgreSQL connection
+    bool amqp_up = false;  // the relay holds a RabbitMQ connection
+    std::string amqp_node; // "host:port" of the current or last RabbitMQ node; "" before the first
 };
 using StepObserver = std::function<void(const StepReport &)>;
 
@@ -67,6 +69,9 @@ enum class RelayOutcome { pending, in_flight, published, failed, held_back };
 // One claimed event while a step handles it.
 struct RelayItem {
     EventRow row;
+    int64_t position = 0;
+    bool parked = false; // read from the parked events (a retry), not from the stream
+    bool park = false;   // to be parked without being sent: its aggregate has parked events
     int retry_count = 0;
     RelayOutcome outcome = RelayOutcome::pending;
     bool returned = false;
@@ -116,34 +121,19 @@ class Relay {
 
   private:
     void report(const RelayStats &st, Errc code, const std::string &error, int retry_in_ms);
-    // Outcomes of one batch as the mark statement wants them (arrays as literals).
-    struct MarkArgs {
-        std::string ok_ids, bad_ids, bad_errors, bad_delays;
-        bool empty = true;
-    };
-    struct MarkResult {
-        int64_t published = 0, failed = 0, dead = 0, mark_us = 0;
-    };
-    struct Batch {
-        int slot = 0; // the connection whose transaction holds the batch's locks
-        std::vector<RelayItem> items;
-        MarkResult prior; // marks of an earlier batch committed on this slot before the claim
-    };
     struct PublishRound;
     // The stages of step(), in order.
-    Batch take_batch(RelayStats &st);
-    void claim_ahead(const Batch &cur);
-    static std::vector<int> build_chains(std::vector<RelayItem> &items);
+    bool ensure_active();
+    std::vector<RelayItem> read_batch(pg::Conn &db, RelayStats &st);
+    void read_parked(pg::Conn &db, std::vector<RelayItem> &items);
+    void read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit);
+    std::vector<int> build_chains(std::vector<RelayItem> &items);
     std::optional<std::string> publish(PublishRound &round);
     void send_ready(PublishRound &round, amqp::Connection &mq);
     void on_broker_event(PublishRound &round, const amqp::Event &ev);
-    MarkArgs mark_args(const std::vector<RelayItem> &items, RelayStats &st);
-    void mark_batch(const Batch &cur, RelayStats &st, bool amqp_failed);
-    void commit_empty(int slot);
-    std::vector<RelayItem> claim(pg::Conn &db);
-    MarkResult mark(pg::Conn &db, const MarkArgs &args);
-    void flush_marks(RelayStats &st);
-    static void add_marks(RelayStats &st, const MarkResult &m);
+    void mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
+    void reload_parked(pg::Conn &db);
+    void maintain_partitions(pg::Conn &db);
     void drop_broken_pg() noexcept;
     void discard_prefetch() noexcept;
     void ensure_pg(int slot);
@@ -158,11 +148,6 @@ class Relay {
     // Two connections: while a batch is published on one (its transaction holds the claim), the
     // next batch is claimed on the other. Slot 0 also LISTENs for wake-ups.
     std::optional<pg::Conn> pg_[2];
-    std::future<Batch> prefetch_;
-    // Under a backlog a batch's marks are committed in the background while the next batch is
-    // published; the following claim on that connection waits for them (see step()).
-    std::future<MarkResult> marking_;
-    int marking_slot_ = -1;
     std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
@@ -171,13 +156,17 @@ class Relay {
     std::string amqp_node_;
     bool listening_ = false;
     bool blocked_ = false;
-    std::string visit_sql_;
-    std::string claim_sql_;
-    // Where the next visit starts: the aggregate after this key ('' '' = the first). Rotating
-    // through aggregates keeps the relay fair when more aggregates have work than a batch holds.
-    std::string cursor_type_;
-    std::string cursor_id_;
+    std::string read_sql_;
+    std::string parked_sql_;
     std::string mark_sql_;
+    // Whether this relay holds the table's relay lock (one relay per table is active; the others
+    // stand by), its progress, and the aggregates that have parked events.
+    bool active_ = false;
+    bool standby_logged_ = false;
+    stream::Progress progress_;
+    int64_t stored_cursor_ = -1;
+    std::set<std::pair<std::string, std::string>> parked_aggs_;
+    std::chrono::steady_clock::time_point next_partition_check_{};
     std::atomic<bool> stop_{false};
     int stop_pipe_[2] = {-1, -1};
     std::mt19937_64 rng_;

@@ -2,6 +2,7 @@
 
 #include "identifiers.hpp"
 #include "inbox.hpp"
+#include "retention.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -57,6 +58,152 @@ CREATE TABLE {A} (
     last_seq       bigint NOT NULL,
     PRIMARY KEY (aggregate_type, aggregate_id)
 );
+)SQL",
+    R"SQL(
+-- Storage version 2 (docs/storage-v2.md): the relay never rewrites an event. Events are written
+-- once into {E}, range-partitioned on `position` (a sequence taken in the write's statement after
+-- the aggregate's counter row is locked, so per aggregate position order = seq order = commit
+-- order). The relay's progress lives apart: a cursor ({RELAY}: every position at or below it is
+-- done), receipts ({RCPT}: ranges of positions published, with the time), and parked events
+-- ({PARK}: failed events and the later events of their aggregates, with a copy of the row, their
+-- retries and errors). Retention drops whole partitions below the cursor (core/stream.cpp).
+CREATE SEQUENCE {SEQ} AS bigint;
+CREATE TABLE {E} (
+    position         bigint NOT NULL,
+    outbox_id        uuid NOT NULL,
+    event_type       text NOT NULL,
+    aggregate_type   text NOT NULL,
+    aggregate_id     text NOT NULL,
+    seq              bigint NOT NULL,
+    operation        text NOT NULL,
+    payload          json NOT NULL,
+    previous_payload json,
+    metadata         json NOT NULL DEFAULT '{}',
+    actor            text,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    idempotency_key  text,
+    PRIMARY KEY (position)
+) PARTITION BY RANGE (position);
+CREATE TABLE {EDEF} PARTITION OF {E} DEFAULT;
+CREATE TABLE {RELAY} (
+    name       text PRIMARY KEY,
+    cursor     bigint NOT NULL DEFAULT 0,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO {RELAY} (name) VALUES ('default');
+CREATE TABLE {RCPT} (
+    from_position bigint PRIMARY KEY,
+    to_position   bigint NOT NULL,
+    published_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX "{N}_receipts_published_at_idx" ON {RCPT} (published_at);
+CREATE TABLE {PARK} (
+    position         bigint PRIMARY KEY,
+    outbox_id        uuid NOT NULL,
+    event_type       text NOT NULL,
+    aggregate_type   text NOT NULL,
+    aggregate_id     text NOT NULL,
+    seq              bigint NOT NULL,
+    operation        text NOT NULL,
+    payload          json NOT NULL,
+    previous_payload json,
+    metadata         json NOT NULL,
+    actor            text,
+    created_at       timestamptz NOT NULL,
+    idempotency_key  text,
+    status           text NOT NULL DEFAULT 'PENDING' CHECK (status IN ('PENDING', 'FAILED')),
+    retry_count      integer NOT NULL DEFAULT 0,
+    error_message    text,
+    next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+    parked_at        timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX "{N}_parked_aggregate_idx" ON {PARK} (aggregate_type, aggregate_id, position);
+CREATE INDEX "{N}_parked_id_idx" ON {PARK} (outbox_id);
+-- The version-1 table keeps its published rows (purged by DELETE until it is empty); its
+-- unpublished rows move to the new storage below, in seq order per aggregate.
+ALTER TABLE {T} RENAME TO "{N}_v1";
+ALTER INDEX {KQ} RENAME TO "{N}_v1_idempotency_key_idx";
+ALTER INDEX "{S}"."{N}_pending_idx" RENAME TO "{N}_v1_pending_idx";
+ALTER INDEX "{S}"."{N}_unpublished_idx" RENAME TO "{N}_v1_unpublished_idx";
+ALTER INDEX "{S}"."{N}_published_at_idx" RENAME TO "{N}_v1_published_at_idx";
+ALTER INDEX "{S}"."{N}_failed_idx" RENAME TO "{N}_v1_failed_idx";
+ALTER TABLE {V1} RENAME CONSTRAINT "{N}_pkey" TO "{N}_v1_pkey";
+ALTER TABLE {V1} RENAME CONSTRAINT "{N}_aggregate_seq_key" TO "{N}_v1_aggregate_seq_key";
+-- Idempotency keys: a unique index cannot span a partitioned table's partitions on another column,
+-- so the keys live in a small table of their own; its key constraint keeps the old index's name.
+CREATE TABLE {KEYS} (
+    idempotency_key text NOT NULL,
+    outbox_id       uuid NOT NULL,
+    position        bigint NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT "{K}" PRIMARY KEY (idempotency_key)
+);
+CREATE INDEX "{N}_keys_created_at_idx" ON {KEYS} (created_at);
+INSERT INTO {KEYS} (idempotency_key, outbox_id, position, created_at)
+    SELECT idempotency_key, outbox_id, 0, created_at FROM {V1} WHERE idempotency_key IS NOT NULL;
+LOCK TABLE {V1} IN EXCLUSIVE MODE;
+WITH moved AS (
+    DELETE FROM {V1} WHERE status <> 'PUBLISHED'
+    RETURNING outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload,
+              metadata, actor, created_at, idempotency_key, status, retry_count, error_message, next_attempt_at
+), placed AS (
+    SELECT nextval('{SEQ}') AS position, m.* FROM (SELECT * FROM moved ORDER BY aggregate_type, aggregate_id, seq) m
+), ins AS (
+    INSERT INTO {E} (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,
+                     previous_payload, metadata, actor, created_at, idempotency_key)
+    SELECT position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,
+           previous_payload, metadata, actor, created_at, idempotency_key FROM placed
+), heads AS (
+    -- An aggregate whose first unpublished event was retried or failed stays held back from there.
+    SELECT DISTINCT ON (aggregate_type, aggregate_id) aggregate_type, aggregate_id, seq, status, retry_count
+    FROM placed ORDER BY aggregate_type, aggregate_id, seq
+)
+INSERT INTO {PARK} (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,
+                    previous_payload, metadata, actor, created_at, idempotency_key, status, retry_count,
+                    error_message, next_attempt_at)
+SELECT p.position, p.outbox_id, p.event_type, p.aggregate_type, p.aggregate_id, p.seq, p.operation, p.payload,
+       p.previous_payload, p.metadata, p.actor, p.created_at, p.idempotency_key,
+       CASE WHEN p.seq = h.seq THEN p.status ELSE 'PENDING' END, CASE WHEN p.seq = h.seq THEN p.retry_count ELSE 0 END,
+       CASE WHEN p.seq = h.seq THEN p.error_message END, CASE WHEN p.seq = h.seq THEN p.next_attempt_at ELSE now() END
+FROM placed p JOIN heads h USING (aggregate_type, aggregate_id)
+WHERE h.status = 'FAILED' OR h.retry_count > 0;
+UPDATE {KEYS} k SET position = e.position FROM {E} e WHERE k.position = 0 AND e.outbox_id = k.outbox_id
+    AND e.idempotency_key = k.idempotency_key;
+-- The documents' monitoring view: every event with its status, published_at, retry_count,
+-- error_message and next_attempt_at, as version 1 had them as columns. Filters on status reach
+-- the branches that can match (a constant status elsewhere prunes a branch).
+CREATE VIEW {T} AS
+SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,
+       e.previous_payload, e.metadata, e.actor, e.created_at,
+       (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
+            WHERE r.from_position <= e.position ORDER BY r.from_position DESC LIMIT 1) x
+        WHERE x.to_position >= e.position) AS published_at,
+       CAST('PUBLISHED' AS text) AS status, 0 AS retry_count, CAST(NULL AS text) AS error_message,
+       e.created_at AS next_attempt_at, e.idempotency_key
+FROM {E} e
+WHERE e.position <= (SELECT c.cursor FROM {RELAY} c WHERE c.name = 'default')
+  AND NOT EXISTS (SELECT 1 FROM {PARK} p WHERE p.position = e.position)
+UNION ALL
+SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,
+       e.previous_payload, e.metadata, e.actor, e.created_at, r.published_at,
+       CASE WHEN r.published_at IS NULL THEN 'PENDING' ELSE 'PUBLISHED' END, 0, CAST(NULL AS text),
+       e.created_at, e.idempotency_key
+FROM {E} e
+LEFT JOIN LATERAL (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
+                       WHERE r.from_position <= e.position ORDER BY r.from_position DESC LIMIT 1) x
+                   WHERE x.to_position >= e.position) r ON true
+WHERE e.position > (SELECT c.cursor FROM {RELAY} c WHERE c.name = 'default')
+  AND NOT EXISTS (SELECT 1 FROM {PARK} p WHERE p.position = e.position)
+UNION ALL
+SELECT p.position, p.outbox_id, p.event_type, p.aggregate_type, p.aggregate_id, p.seq, p.operation, p.payload,
+       p.previous_payload, p.metadata, p.actor, p.created_at, CAST(NULL AS timestamptz), p.status, p.retry_count,
+       p.error_message, p.next_attempt_at, p.idempotency_key
+FROM {PARK} p
+UNION ALL
+SELECT -1, v.outbox_id, v.event_type, v.aggregate_type, v.aggregate_id, v.seq, v.operation, v.payload,
+       v.previous_payload, v.metadata, v.actor, v.created_at, v.published_at, v.status, v.retry_count,
+       v.error_message, v.next_attempt_at, v.idempotency_key
+FROM {V1} v;
 )SQL",
 };
 
@@ -141,6 +288,19 @@ $grants$;
 
 std::string expand(const char *step, const Config &cfg) {
     std::string s = step;
+    const auto outbox_part = [&cfg](const std::string &suffix) {
+        return ident::qualified(cfg.schema, cfg.table + suffix);
+    };
+    s = replace_all(s, "{SEQ}", outbox_part("_position_seq"));
+    s = replace_all(s, "{EDEF}", outbox_part("_events_default"));
+    s = replace_all(s, "{E}", outbox_part("_events"));
+    s = replace_all(s, "{RELAY}", outbox_part("_relay"));
+    s = replace_all(s, "{RCPT}", outbox_part("_receipts"));
+    s = replace_all(s, "{PARK}", outbox_part("_parked"));
+    s = replace_all(s, "{KEYS}", outbox_part("_keys"));
+    s = replace_all(s, "{V1}", outbox_part("_v1"));
+    s = replace_all(s, "{KQ}", ident::qualified(cfg.schema, idempotency_index(cfg)));
+    s = replace_all(s, "{S}", cfg.schema);
     s = replace_all(s, "{T}", cfg.outbox_qualified());
     s = replace_all(s, "{A}", cfg.aggregates_qualified());
     s = replace_all(s, "{K}", idempotency_index(cfg));
@@ -210,6 +370,9 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
         Result res;
         if (what != What::inbox) {
             res.outbox_to = apply(conn, cfg, "outbox", outbox_target(cfg), outbox_steps, res.outbox_from, up_to);
+            if (res.outbox_to >= 2) {
+                retention::ensure_partitions(conn, cfg);
+            }
         }
         if (what != What::outbox) {
             res.inbox_to = apply(conn, cfg, "inbox", inbox_target(cfg), inbox_steps, res.inbox_from, up_to);

@@ -6,7 +6,7 @@
 
 namespace outbox::schema {
 
-constexpr int outbox_version = 1;
+constexpr int outbox_version = 2;
 constexpr int inbox_version = 3;
 
 struct Result {

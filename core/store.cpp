@@ -1,32 +1,44 @@
 #include "store.hpp"
 
 #include "error.hpp"
+#include "identifiers.hpp"
 #include "json.hpp"
 
 namespace outbox::store {
 namespace {
 
-std::string write_sql_dollar(const Config &cfg) {
+std::string write_sql_dollar(const Config &cfg, bool with_key) {
     // Parameters appear once each and in order, so the text converts 1:1 to '?' placeholders.
     // Every parameter is declared text (CAST($n AS text), then converted), so drivers that
     // prepare on the server and bind strictly typed values (asyncpg) accept the strings too.
-    return "WITH s AS (INSERT INTO " + cfg.aggregates_qualified() +
-           " AS a (aggregate_type, aggregate_id, last_seq) VALUES (CAST($1 AS text), CAST($2 AS text), 1)"
-           " ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq = a.last_seq + 1"
-           " RETURNING a.aggregate_type, a.aggregate_id, a.last_seq) "
-           "INSERT INTO " +
-           cfg.outbox_qualified() +
-           " (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload, previous_payload,"
-           " metadata, actor, created_at, next_attempt_at, idempotency_key) "
-           "SELECT s.aggregate_type, s.aggregate_id, s.last_seq, CAST(CAST($3 AS text) AS uuid), CAST($4 AS text),"
+    // The position is taken after the aggregate's counter row is locked (the CTE runs first), so
+    // within an aggregate position order is seq order is commit order.
+    const std::string events = ident::qualified(cfg.schema, cfg.table + "_events");
+    std::string sql = "WITH s AS (INSERT INTO " + cfg.aggregates_qualified() +
+                      " AS a (aggregate_type, aggregate_id, last_seq) VALUES (CAST($1 AS text), CAST($2 AS text), 1)"
+                      " ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq = a.last_seq + 1"
+                      " RETURNING a.aggregate_type, a.aggregate_id, a.last_seq)";
+    sql += with_key ? ", e AS (" : " ";
+    sql += "INSERT INTO " + events +
+           " (position, aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload,"
+           " previous_payload, metadata, actor, created_at, idempotency_key) "
+           "SELECT nextval('" +
+           ident::qualified(cfg.schema, cfg.table + "_position_seq") +
+           "'), s.aggregate_type, s.aggregate_id, s.last_seq, CAST(CAST($3 AS text) AS uuid), CAST($4 AS text),"
            " CAST($5 AS text), CAST(CAST($6 AS text) AS json), CAST(CAST($7 AS text) AS json), CAST(CAST($8 AS text) "
-           "AS json), CAST($9 AS text),"
-           " CAST(CAST($10 AS text) AS timestamptz), now(), CAST($11 AS text) FROM s" +
+           "AS json), CAST($9 AS text), CAST(CAST($10 AS text) AS timestamptz), CAST($11 AS text) FROM s" +
            // The channel is a validated identifier, so it is safe as a literal here; the same
            // payload within one transaction is delivered once, at commit.
-           (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n"
-                             : std::string()) +
-           " RETURNING seq";
+           (cfg.write_notify ? " CROSS JOIN (SELECT pg_notify('" + cfg.notify_channel + "', '')) AS n" : std::string());
+    if (!with_key) {
+        return sql + " RETURNING seq";
+    }
+    // A key is unique across the outbox: its row in the keys table (whose primary key carries the
+    // name outbox_idempotency_index() reports) makes a second use a unique violation.
+    return sql + " RETURNING position, seq, outbox_id, idempotency_key) INSERT INTO " +
+           ident::qualified(cfg.schema, cfg.table + "_keys") +
+           " (idempotency_key, outbox_id, position) SELECT idempotency_key, outbox_id, position FROM e RETURNING"
+           " (SELECT seq FROM e)";
 }
 
 pg::Params write_params(const Event &ev) {
@@ -107,7 +119,7 @@ std::string statement_json(const Statement &st) {
 
 Statement render_write(const Config &cfg, Event &ev) {
     ev.prepare(cfg);
-    std::string sql = write_sql_dollar(cfg);
+    std::string sql = write_sql_dollar(cfg, ev.idempotency_key.has_value());
     Statement st = with_placeholders(Statement{std::move(sql), write_params(ev), {}}, cfg.placeholders);
     ev.written = true;
     return st;
@@ -123,7 +135,7 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
     if (st == PQTRANS_ACTIVE) {
         fail(Errc::invalid_argument, "the connection is busy with another query");
     }
-    const std::string sql = write_sql_dollar(cfg);
+    const std::string sql = write_sql_dollar(cfg, ev.idempotency_key.has_value());
     const bool savepoint = ev.idempotency_key.has_value() && st == PQTRANS_INTRANS;
     if (savepoint) {
         conn.exec_simple("SAVEPOINT outbox_write");
@@ -142,7 +154,8 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
         }
         std::string existing;
         if (conn.tx_status() != PQTRANS_INERROR) {
-            pg::Result r = conn.exec("SELECT outbox_id FROM " + cfg.outbox_qualified() + " WHERE idempotency_key = $1",
+            pg::Result r = conn.exec("SELECT outbox_id FROM " + ident::qualified(cfg.schema, cfg.table + "_keys") +
+                                         " WHERE idempotency_key = $1",
                                      {*ev.idempotency_key});
             if (r.rows() > 0) {
                 existing = " by event " + std::string(r.get(0, 0));
@@ -154,49 +167,6 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
         conn.exec_simple("RELEASE SAVEPOINT outbox_write");
     }
     ev.written = true;
-}
-
-std::string visit_sql(const Config &cfg) {
-    const std::string t = cfg.outbox_qualified();
-    // A loose index scan over the unpublished-events index: each step of the recursion is one
-    // index probe that jumps to the next aggregate with unpublished events and returns its
-    // head (lowest unpublished seq). The outer LIMIT stops the recursion, so the cost is the
-    // number of aggregates visited, whatever the backlog or how it is spread.
-    const std::string probe = "SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " + t +
-                              " o WHERE o.status <> 'PUBLISHED' AND (o.aggregate_type, o.aggregate_id) > ";
-    const std::string order = " ORDER BY o.aggregate_type, o.aggregate_id, o.seq LIMIT 1";
-    return "WITH RECURSIVE agg AS ((" + probe + "(CAST($1 AS text), CAST($2 AS text))" + order +
-           ") UNION ALL SELECT n.aggregate_type, n.aggregate_id, n.seq FROM agg a CROSS JOIN LATERAL (" + probe +
-           "(a.aggregate_type, a.aggregate_id)" + order +
-           ") n) "
-           "SELECT v.aggregate_type, v.aggregate_id, v.seq, h.status = 'PENDING' AND h.next_attempt_at <= now() "
-           "FROM (SELECT * FROM agg LIMIT CAST($3 AS integer)) v JOIN " +
-           t + " h ON h.aggregate_type = v.aggregate_type AND h.aggregate_id = v.aggregate_id AND h.seq = v.seq";
-}
-
-std::string claim_sql(const Config &cfg) {
-    const std::string t = cfg.outbox_qualified();
-    // Locks the chosen heads (skipping any another relay holds), re-checking they are still
-    // pending and due, and fetches the events that follow each head, heads first.
-    return "WITH heads AS (SELECT o.aggregate_type, o.aggregate_id, o.seq FROM " + t +
-           " o JOIN unnest(CAST($1 AS text[]), CAST($2 AS text[]), CAST($3 AS bigint[])) AS c(aggregate_type,"
-           " aggregate_id, seq) ON o.aggregate_type = c.aggregate_type AND o.aggregate_id = c.aggregate_id"
-           " AND o.seq = c.seq WHERE o.status = 'PENDING' AND o.next_attempt_at <= now()"
-           " FOR UPDATE OF o SKIP LOCKED) "
-           "SELECT e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,"
-           " e.previous_payload, e.metadata, e.actor, e.created_at_text, e.created_at_epoch, e.retry_count,"
-           " e.seq - h.seq AS depth "
-           "FROM heads h CROSS JOIN LATERAL (SELECT f.outbox_id, f.event_type, f.aggregate_type, f.aggregate_id,"
-           " f.seq, f.operation, f.payload, f.previous_payload, f.metadata, f.actor,"
-           " to_char(f.created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS') AS created_at_text,"
-           " floor(extract(epoch FROM f.created_at))::bigint AS created_at_epoch, f.retry_count, f.status,"
-           " f.next_attempt_at FROM " +
-           t +
-           " f WHERE f.aggregate_type = h.aggregate_type AND f.aggregate_id = h.aggregate_id AND f.seq >= h.seq"
-           " AND f.status <> 'PUBLISHED' ORDER BY f.seq LIMIT " +
-           std::to_string(claim_depth) +
-           ") e WHERE e.status = 'PENDING' AND e.next_attempt_at <= now()"
-           " ORDER BY depth, e.aggregate_type, e.aggregate_id LIMIT CAST($4 AS integer)";
 }
 
 } // namespace outbox::store

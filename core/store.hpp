@@ -42,18 +42,4 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev);
 // The relay finds work per aggregate, not per event, so a backlog concentrated on a few
 // aggregates costs no more to claim than one spread over many:
 //
-// visit_sql: from a cursor ($1 aggregate_type, $2 aggregate_id; '' and '' = the start), the
-// heads (lowest unpublished seq) of the next aggregates in key order, at most $3 of them.
-// Columns: aggregate_type, aggregate_id, seq, due (the head is PENDING and due).
-std::string visit_sql(const Config &cfg);
-
-// claim_sql: locks the chosen heads ($1 text[] types, $2 text[] ids, $3 bigint[] seqs) with
-// SKIP LOCKED, and returns them and the events that follow them in their aggregates (at most
-// claim_depth per aggregate), heads first, at most $4 rows. Columns: outbox_id, event_type,
-// aggregate_type, aggregate_id, seq, operation, payload, previous_payload, metadata, actor,
-// created_at (YYYYMMDDHHMMSS UTC), created_at (epoch s), retry_count, depth.
-// Followers come back unlocked: no other relay can claim them while their head is locked.
-constexpr int claim_depth = 64;
-std::string claim_sql(const Config &cfg);
-
 } // namespace outbox::store

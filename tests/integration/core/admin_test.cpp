@@ -299,26 +299,32 @@ std::map<std::string, double> parse_prometheus(const std::string &text) {
 class AdminTest : public RelayTest {
   protected:
     // Inserts one row directly, with the given status and ages in seconds (published_ago < 0: NULL).
+    // An event in the state the relay would have left it (storage version 2): PUBLISHED has a
+    // receipt, a retried PENDING or a FAILED one is parked, a plain PENDING one is just written.
     std::string insert_row(const std::string &type, const std::string &id, int seq, const std::string &status,
                            int created_ago, int published_ago = -1, int retry_count = 0, const std::string &error = "",
                            int next_attempt_in = 0) {
         outbox::pg::Result r = db->exec(
-            "INSERT INTO " + table() +
-                " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, status, created_at,"
-                " published_at, retry_count, error_message, next_attempt_at)"
-                " VALUES (gen_random_uuid(), $1 || 'Created', $1, $2, CAST($3 AS bigint), 'POST', '{\"n\":1}', $4,"
-                " now() - CAST($5 AS int) * interval '1 second',"
-                " CASE WHEN CAST($6 AS int) < 0 THEN NULL ELSE now() - CAST($6 AS int) * interval '1 second' END,"
-                " CAST($7 AS int), $8, now() + CAST($9 AS int) * interval '1 second' - CASE WHEN CAST($9 AS int) = 0"
-                " THEN CAST($5 AS int) * interval '1 second' ELSE interval '0' END) RETURNING outbox_id",
-            {type, id, std::to_string(seq), status, std::to_string(created_ago), std::to_string(published_ago),
-             std::to_string(retry_count), error.empty() ? std::nullopt : std::optional<std::string>(error),
-             std::to_string(next_attempt_in)});
-        return std::string(r.get(0, 0));
+            "INSERT INTO " + events() +
+                " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, created_at)"
+                " VALUES (nextval('" +
+                outbox::stream::position_sequence(cfg) +
+                "'), gen_random_uuid(), $1 || 'Created', $1, $2, CAST($3 AS bigint), 'POST', '{\"n\":1}',"
+                " now() - CAST($4 AS int) * interval '1 second') RETURNING outbox_id, position",
+            {type, id, std::to_string(seq), std::to_string(created_ago)});
+        const std::string outbox_id(r.get(0, 0));
+        const std::string position(r.get(0, 1));
+        if (status == "PUBLISHED") {
+            db->exec("INSERT INTO " + outbox::stream::receipts_table(cfg) +
+                         " (from_position, to_position, published_at) VALUES (CAST($1 AS bigint), CAST($1 AS bigint),"
+                         " now() - CAST($2 AS int) * interval '1 second')",
+                     {position, std::to_string(published_ago)});
+        } else if (status == "FAILED" || retry_count > 0) {
+            park(outbox_id, status, retry_count, error, next_attempt_in);
+        }
+        return outbox_id;
     }
-    std::vector<std::string> common_args() const {
-        return {"--pg-url", pg_url(), "--schema", cfg.schema};
-    }
+    std::vector<std::string> common_args() const { return {"--pg-url", pg_url(), "--schema", cfg.schema}; }
 };
 
 TEST_F(AdminTest, StatsEqualTheTrueCounts) {
@@ -338,7 +344,7 @@ TEST_F(AdminTest, StatsEqualTheTrueCounts) {
     for (int i = 0; i < 4; ++i) {
         insert_row("USR", "c" + std::to_string(i), 1, "PUBLISHED", 200000, 172800);
     }
-    db->exec_simple("ANALYZE " + table());
+    db->exec_simple("ANALYZE " + events());
 
     outbox::admin::Stats s = outbox::admin::stats(*db, cfg);
     EXPECT_EQ(s.pending, 4);
@@ -408,23 +414,40 @@ TEST_F(AdminTest, RetryFailedMovesExactlyTheSelectedRows) {
     EXPECT_THROW(outbox::admin::retry_failed(*db, cfg, "", "not-a-uuid", 0), outbox::Error);
 }
 
-TEST_F(AdminTest, PurgeDeletesOnlyOldPublishedRowsWhileWritesGoOn) {
-    const std::string t = table();
-    db->exec_simple("INSERT INTO " + t +
-                    " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, status,"
-                    " created_at, published_at) SELECT gen_random_uuid(), 'OldCreated', 'OLD', 'a' || i, 1, 'POST',"
-                    " '{}', 'PUBLISHED', now() - interval '40 days', now() - interval '31 days' - i * interval '1 s'"
-                    " FROM generate_series(1, 3000) i;"
-                    "INSERT INTO " + t +
-                    " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, status,"
-                    " created_at, published_at) SELECT gen_random_uuid(), 'NewCreated', 'NEW', 'a' || i, 1, 'POST',"
-                    " '{}', 'PUBLISHED', now() - interval '2 days', now() - interval '1 day'"
-                    " FROM generate_series(1, 50) i;"
-                    "INSERT INTO " + t +
-                    " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, status,"
-                    " created_at, retry_count) SELECT gen_random_uuid(), 'KeepCreated', 'KEEP', 'a' || i, 1, 'POST',"
-                    " '{}', CASE WHEN i % 2 = 0 THEN 'PENDING' ELSE 'FAILED' END, now() - interval '90 days', 3"
-                    " FROM generate_series(1, 40) i");
+TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
+    // Partitions of 1,000 positions: OLD fills [1000, 4000), published 31 days ago; NEW and the
+    // parked KEEP events share [4000, 5000) with the live writes that follow.
+    cfg.set("outbox.partition_events", "1000");
+    // The partitions migrate made at the default width go (they are empty); the purge makes them
+    // again at this width, moving the events out of the default partition.
+    outbox::pg::Result parts =
+        db->exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS"
+                 " regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE '%default%'",
+                 {events()});
+    for (int i = 0; i < parts.rows(); ++i) {
+        db->exec_simple("DROP TABLE " + std::string(parts.get(i, 0)));
+    }
+    const std::string seq = outbox::stream::position_sequence(cfg);
+    const std::string rc = outbox::stream::receipts_table(cfg);
+    auto fill = [&](const std::string &type, int n, const char *created_ago) {
+        db->exec_simple("INSERT INTO " + events() +
+                        " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,"
+                        " created_at) SELECT nextval('" +
+                        seq + "'), gen_random_uuid(), '" + type + "Created', '" + type +
+                        "', 'a' || i, 1, 'POST', '{}', now() - interval '" + created_ago +
+                        "' FROM generate_series(1, " + std::to_string(n) + ") i");
+    };
+    db->exec_simple("SELECT setval('" + seq + "', 999)");
+    fill("OLD", 3000, "40 days");
+    db->exec_simple("INSERT INTO " + rc + " VALUES (1000, 3999, now() - interval '31 days')");
+    fill("NEW", 50, "2 days");
+    db->exec_simple("INSERT INTO " + rc + " VALUES (4000, 4049, now() - interval '1 day')");
+    fill("KEEP", 40, "90 days");
+    db->exec_simple("UPDATE " + outbox::stream::relay_table(cfg) + " SET cursor = 4089");
+    outbox::pg::Result keep = db->exec("SELECT outbox_id FROM " + events() + " WHERE aggregate_type = 'KEEP'");
+    for (int i = 0; i < keep.rows(); ++i) {
+        park(std::string(keep.get(i, 0)), i % 2 == 0 ? "PENDING" : "FAILED", 3, "boom");
+    }
     std::atomic<bool> done{false};
     std::atomic<int> written{0};
     std::thread writer([&] {
@@ -440,26 +463,38 @@ TEST_F(AdminTest, PurgeDeletesOnlyOldPublishedRowsWhileWritesGoOn) {
         }
     });
     std::vector<int64_t> progress;
-    int64_t n = outbox::admin::purge_published(*db, cfg, 30 * 86400, 500,
-                                               [&](int64_t so_far) { progress.push_back(so_far); });
+    int64_t n =
+        outbox::admin::purge_published(*db, cfg, 30 * 86400, 500, [&](int64_t so_far) { progress.push_back(so_far); });
     done = true;
     writer.join();
-    EXPECT_EQ(n, 3000);
-    ASSERT_GE(progress.size(), 6u);
-    EXPECT_EQ(progress[0], 500);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'OLD'"), 0);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'NEW'"), 50);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'KEEP'"), 40);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'PRD'"), written.load());
+    EXPECT_EQ(n, 3000) << "three whole partitions";
+    ASSERT_FALSE(progress.empty());
+    EXPECT_EQ(progress.back(), 3000);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'OLD'"), 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW'"), 50);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE to_position < 4000"), 0) << "their receipts went too";
+    for (const char *gone : {"_events_p000000000001", "_events_p000000000002", "_events_p000000000003"}) {
+        EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
+                              "' AS regnamespace) AND relname = '" + cfg.table + gone + "'"),
+                  0)
+            << gone;
+    }
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
+                          "' AS regnamespace) AND relname = '" + cfg.table + "_events_p000000000004'"),
+              1);
 
-    // The CLI: the 50 one-day-old rows go with --published-older-than 12h, nothing else.
-    int rc = 0;
+    // The CLI: NEW was published a day ago, but its partition still holds events above the cursor
+    // (the live writes): a partition goes whole or not at all.
+    int rc_cli = 0;
     std::vector<std::string> args{"purge", "--published-older-than", "12h", "--batch", "7", "--json"};
     auto common = common_args();
     args.insert(args.end(), common.begin(), common.end());
-    EXPECT_EQ(run_cli(args, &rc), "{\"deleted\":50,\"older_than_s\":43200}\n");
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'KEEP'"), 40);
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'PRD'"), written.load());
+    EXPECT_EQ(run_cli(args, &rc_cli), "{\"deleted\":0,\"older_than_s\":43200}\n");
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW'"), 50);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());
 }
 
 TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
@@ -470,9 +505,10 @@ TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
         outbox::Relay relay(cfg);
         EXPECT_EQ(drain(relay).published, 8);
     }
-    db->exec("UPDATE " + table() + " SET status = 'FAILED' WHERE outbox_id = CAST($1 AS uuid)", {ids[3]});
+    park(ids[3], "FAILED", 5, "boom"); // replay republishes events in any state
     const std::string before_sql = "SELECT string_agg(outbox_id::text || status || COALESCE(published_at::text, ''),"
-                                   " ',' ORDER BY seq) FROM " + table() + " WHERE aggregate_id = 'r0'";
+                                   " ',' ORDER BY seq) FROM " +
+                                   table() + " WHERE aggregate_id = 'r0'";
     const std::string before(db->exec(before_sql).get(0, 0));
 
     Collector col(cfg.exchange);
@@ -489,9 +525,15 @@ TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
     // The CLI from --event (the third event): seq 3..5, given a list of brokers whose first is down.
     int rc = 0;
     const ClosedPort dead;
-    std::vector<std::string> args{"replay",     "--aggregate", "PRD:r0",
-                                  "--event",    ids[2],        "--amqp-url",
-                                  dead.amqp_url("x") + "," + amqp_url(), "--set", "amqp.exchange=" + cfg.exchange};
+    std::vector<std::string> args{"replay",
+                                  "--aggregate",
+                                  "PRD:r0",
+                                  "--event",
+                                  ids[2],
+                                  "--amqp-url",
+                                  dead.amqp_url("x") + "," + amqp_url(),
+                                  "--set",
+                                  "amqp.exchange=" + cfg.exchange};
     auto common = common_args();
     args.insert(args.end(), common.begin(), common.end());
     std::string out = run_cli(args, &rc);
@@ -504,8 +546,8 @@ TEST_F(AdminTest, ReplayRepublishesInSeqOrderMarkedAsReplay) {
     }
     EXPECT_EQ(std::string(db->exec(before_sql).get(0, 0)), before);
     // --since after the last event: nothing to replay.
-    std::vector<std::string> since{"replay", "--aggregate", "PRD:r0", "--since", "2999-01-01T00:00:00Z", "--json",
-                                   "--amqp-url", amqp_url(), "--set", "amqp.exchange=" + cfg.exchange};
+    std::vector<std::string> since{"replay", "--aggregate", "PRD:r0",   "--since", "2999-01-01T00:00:00Z",
+                                   "--json", "--amqp-url",  amqp_url(), "--set",   "amqp.exchange=" + cfg.exchange};
     since.insert(since.end(), common.begin(), common.end());
     EXPECT_EQ(run_cli(since, &rc), "{\"published\":0,\"from_seq\":0}\n");
     EXPECT_EQ(outbox::admin::seq_since(*db, cfg, "PRD", "r0", "2000-01-01T00:00:00Z"), 1);
@@ -529,11 +571,28 @@ TEST_F(AdminTest, TailPrintsEventsWrittenAfterItStarted) {
 }
 
 std::vector<std::string> relay_args(const outbox::Config &cfg, const std::string &amqp, int metrics_port) {
-    return {OUTBOX_CLI_PATH, "relay", "--pg-url", pg_url(), "--amqp-url", amqp, "--schema", cfg.schema,
-            "--set", "amqp.exchange=" + cfg.exchange, "--set", "relay.name=" + cfg.relay_name,
-            "--set", "amqp.connect_timeout_ms=1000", "--set", "amqp.heartbeat_s=2",
-            "--poll-interval-ms", "100", "--metrics-addr", "127.0.0.1:" + std::to_string(metrics_port),
-            "--log-level", "warn"};
+    return {OUTBOX_CLI_PATH,
+            "relay",
+            "--pg-url",
+            pg_url(),
+            "--amqp-url",
+            amqp,
+            "--schema",
+            cfg.schema,
+            "--set",
+            "amqp.exchange=" + cfg.exchange,
+            "--set",
+            "relay.name=" + cfg.relay_name,
+            "--set",
+            "amqp.connect_timeout_ms=1000",
+            "--set",
+            "amqp.heartbeat_s=2",
+            "--poll-interval-ms",
+            "100",
+            "--metrics-addr",
+            "127.0.0.1:" + std::to_string(metrics_port),
+            "--log-level",
+            "warn"};
 }
 
 TEST_F(AdminTest, MetricsAreValidPrometheusTextAndCountTheRelaysWork) {
@@ -644,8 +703,8 @@ TEST_F(AdminTest, MetricsNameTheBrokerNodeAndFollowTheRelayToTheNextAddress) {
 
 TEST_F(AdminTest, HealthzFailsWhileRabbitMqIsUnreachableAndRecovers) {
     TcpProxy proxy(broker_port());
-    std::string via_proxy = std::regex_replace(amqp_url(), std::regex(R"(@([^:/]+):\d+)"),
-                                               "@127.0.0.1:" + std::to_string(proxy.port()));
+    std::string via_proxy =
+        std::regex_replace(amqp_url(), std::regex(R"(@([^:/]+):\d+)"), "@127.0.0.1:" + std::to_string(proxy.port()));
     const int port = free_port();
     Child relay(relay_args(cfg, via_proxy, port));
     httplib::Client http("127.0.0.1", port);

@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-template <typename F> bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
+template <typename F>
+bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
     const auto deadline = Clock::now() + limit;
     while (true) {
         if (done()) {
@@ -184,9 +185,10 @@ class PartitionTest : public RelayTest {
     // Effects applied out of per-aggregate order: each must follow the previous one of its
     // aggregate by exactly one sequence number, in the order they were applied.
     long order_violations(const std::string &consumer) {
-        return scalar_long("SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY aggregate ORDER BY n) AS prev FROM " +
-                           effects() + " WHERE consumer = '" + consumer +
-                           "') x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)");
+        return scalar_long(
+            "SELECT count(*) FROM (SELECT seq, lag(seq) OVER (PARTITION BY aggregate ORDER BY n) AS prev FROM " +
+            effects() + " WHERE consumer = '" + consumer +
+            "') x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)");
     }
 
     std::vector<std::pair<std::string, int>> subscribers_;
@@ -214,7 +216,9 @@ class Overlap {
     int max_ = 0;
 };
 
-std::set<int> as_set(const std::vector<int> &v) { return {v.begin(), v.end()}; }
+std::set<int> as_set(const std::vector<int> &v) {
+    return {v.begin(), v.end()};
+}
 
 std::string services() {
     return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh";
@@ -329,9 +333,8 @@ TEST_F(PartitionTest, InstancesDivideThePartitionsAndRebalanceOnJoinAndLeave) {
     const std::string name = subscriber("it-part", 8);
     const std::string plain = subscriber("it-plain", 0);
     auto handler_for = [&](const std::string &instance) {
-        return [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) {
-            record(tx, name, d, instance);
-        };
+        return
+            [this, name, instance](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, name, d, instance); };
     };
     Instance other(cfg, plain, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) { record(tx, plain, d, "plain"); });
     auto a = std::make_unique<Instance>(partitioned(8, "a"), name, handler_for("a"));
@@ -440,7 +443,8 @@ TEST_F(PartitionTest, SlowHandlerWhileOwnershipMovesKeepsOnePartitionWithOneInst
     relay_all();
     ASSERT_TRUE(eventually([&] { return rows(name) >= 5; }, 20s));
     Instance b(partitioned(4, "b"), name, handler("b"));
-    ASSERT_TRUE(eventually([&] { return rows(name) >= 120; }, 60s)) << rows(name) << "\n" << a.log_text() << b.log_text();
+    ASSERT_TRUE(eventually([&] { return rows(name) >= 120; }, 60s)) << rows(name) << "\n"
+                                                                    << a.log_text() << b.log_text();
     std::this_thread::sleep_for(300ms);
     EXPECT_GT(by_b.load(), 0) << "b never took a partition over";
     EXPECT_EQ(overlap.max(), 1) << "two handlers of one partition at once";

@@ -10,6 +10,7 @@
 #include "relay.hpp"
 #include "schema.hpp"
 #include "store.hpp"
+#include "stream.hpp"
 #include "test_env.hpp"
 
 #include <gtest/gtest.h>
@@ -59,8 +60,9 @@ class RelayTest : public ::testing::Test {
         for (int i = 0; i < n; ++i) {
             ev.set("aggregate_id", tag + std::to_string(i % aggregates));
             ev.set("payload", "{\"i\":" + std::to_string(i) + ",\"name\":\"Widget \\\"Pro\\\"\"}");
-            ev.set("metadata", i % 7 == 0 ? R"({"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})"
-                                          : R"({"source":"test"})");
+            ev.set("metadata", i % 7 == 0
+                                   ? R"({"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})"
+                                   : R"({"source":"test"})");
             outbox::store::write(*db, cfg, ev);
             ids.push_back(ev.resolved_id);
         }
@@ -91,6 +93,35 @@ class RelayTest : public ::testing::Test {
     }
 
     std::string table() const { return cfg.outbox_qualified(); }
+    std::string events() const { return outbox::stream::events_table(cfg); }
+
+    // Storage version 2: parks an event as the relay does with a failed one (a copy of the row with
+    // its status, retries, error and next attempt).
+    void park(const std::string &id, const std::string &status, int retry_count, const std::string &error,
+              int next_attempt_in_s = 0) {
+        db->exec("INSERT INTO " + outbox::stream::parked_table(cfg) +
+                     " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,"
+                     " previous_payload, metadata, actor, created_at, idempotency_key, status, retry_count,"
+                     " error_message, next_attempt_at) SELECT position, outbox_id, event_type, aggregate_type,"
+                     " aggregate_id, seq, operation, payload, previous_payload, metadata, actor, created_at,"
+                     " idempotency_key, $2, CAST($3 AS int), $4, now() + CAST($5 AS int) * interval '1 second' FROM " +
+                     events() + " WHERE outbox_id = CAST($1 AS uuid)",
+                 {id, status, std::to_string(retry_count),
+                  error.empty() ? std::nullopt : std::optional<std::string>(error), std::to_string(next_attempt_in_s)});
+    }
+
+    // Storage version 2: forgets that the events from `position` on were published (their receipts
+    // and the cursor), so a relay that starts afresh publishes them again.
+    void unpublish_from(int64_t position) {
+        const std::string p = std::to_string(position);
+        db->exec("DELETE FROM " + outbox::stream::receipts_table(cfg) + " WHERE from_position >= CAST($1 AS bigint)",
+                 {p});
+        db->exec("UPDATE " + outbox::stream::receipts_table(cfg) +
+                     " SET to_position = CAST($1 AS bigint) - 1 WHERE to_position >= CAST($1 AS bigint)",
+                 {p});
+        db->exec("UPDATE " + outbox::stream::relay_table(cfg) + " SET cursor = LEAST(cursor, CAST($1 AS bigint) - 1)",
+                 {p});
+    }
 
     std::string suffix;
     outbox::Config cfg;

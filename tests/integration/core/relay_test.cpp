@@ -89,7 +89,8 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
         c.declare_exchange(cfg.exchange, "fanout", true, false);
     }
     auto make_due = [&] {
-        db->exec("UPDATE " + table() + " SET next_attempt_at = now() WHERE next_attempt_at > now()");
+        db->exec("UPDATE " + outbox::stream::parked_table(cfg) +
+                 " SET next_attempt_at = now() WHERE next_attempt_at > now()");
     };
     // A backoff of 10-20 s for the first retry: a loaded machine cannot outrun it between two steps.
     cfg.set("relay.backoff_base_ms", "20000");

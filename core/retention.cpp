@@ -1,0 +1,264 @@
+#include "retention.hpp"
+
+#include "error.hpp"
+#include "identifiers.hpp"
+#include "schema.hpp"
+#include "stream.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace outbox::retention {
+namespace {
+
+struct Partition {
+    std::string name;
+    int64_t from = 0;
+    int64_t to = 0;
+};
+
+int64_t bound_after(const std::string &expr, const char *word) {
+    const size_t at = expr.find(word);
+    if (at == std::string::npos) {
+        return 0;
+    }
+    const char *p = expr.c_str() + at + std::strlen(word);
+    while (*p == '\'') {
+        ++p; // PostgreSQL may print the bound quoted
+    }
+    return std::strtoll(p, nullptr, 10);
+}
+
+// The events table's range partitions (not the default), by position.
+std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
+    pg::Result r = conn.exec("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
+                             " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = CAST($1 AS regclass)",
+                             {stream::events_table(cfg)});
+    std::vector<Partition> out;
+    for (int i = 0; i < r.rows(); ++i) {
+        const std::string expr = std::string(r.get(i, 1));
+        if (expr.find("DEFAULT") != std::string::npos) {
+            continue;
+        }
+        out.push_back({std::string(r.get(i, 0)), bound_after(expr, "FROM ("), bound_after(expr, "TO (")});
+    }
+    std::sort(out.begin(), out.end(), [](const Partition &a, const Partition &b) { return a.from < b.from; });
+    return out;
+}
+
+std::string partition_name(const Config &cfg, int64_t from) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "_events_p%012lld", static_cast<long long>(from / cfg.outbox_partition_events));
+    return cfg.table + buf;
+}
+
+// One partition [from, to): made detached, filled with the rows the default partition holds for
+// it, then attached, which takes only a SHARE UPDATE EXCLUSIVE lock on the events table, so
+// writers go on (the default partition is locked briefly; it stays near empty).
+void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) {
+    const std::string events = stream::events_table(cfg);
+    const std::string name = ident::qualified(cfg.schema, partition_name(cfg, from));
+    const std::string dflt = ident::qualified(cfg.schema, cfg.table + "_events_default");
+    const std::string range = " position >= " + std::to_string(from) + " AND position < " + std::to_string(to);
+    conn.exec_simple("LOCK TABLE " + dflt + " IN ACCESS EXCLUSIVE MODE");
+    conn.exec_simple("CREATE TABLE " + name + " (LIKE " + events + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+    conn.exec_simple("WITH m AS (DELETE FROM " + dflt + " WHERE" + range + " RETURNING *) INSERT INTO " + name +
+                     " SELECT * FROM m");
+    conn.exec_simple("ALTER TABLE " + name + " ADD PRIMARY KEY (position)");
+    // The constraint spares ATTACH a scan of the new table; it is redundant once attached.
+    conn.exec_simple("ALTER TABLE " + name + " ADD CONSTRAINT in_range CHECK (" + range + ")");
+    conn.exec_simple("ALTER TABLE " + events + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
+                     std::to_string(from) + ") TO (" + std::to_string(to) + ")");
+    conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
+}
+
+int64_t floor_to(int64_t v, int64_t width) {
+    return v >= 0 ? v / width * width : -((-v + width - 1) / width) * width;
+}
+
+void make_partitions(pg::Conn &conn, const Config &cfg) {
+    const int64_t width = cfg.outbox_partition_events;
+    pg::Result s = conn.exec("SELECT last_value FROM " + stream::position_sequence(cfg));
+    const int64_t current = floor_to(s.get_int(0, 0), width);
+    const int64_t want_to = current + width * (1 + cfg.outbox_partitions_ahead);
+    std::vector<Partition> parts = partitions(conn, cfg);
+    if (!parts.empty() && parts.back().to >= want_to) {
+        return; // the common case: nothing to make, no lock taken
+    }
+    conn.exec_simple(schema::ddl_lock_sql); // another relay, migrate or purge may be making the same ones
+    // Writers wait while partitions are attached: an insert routed to the default partition by a
+    // partition list read before the attach would otherwise fail the default's new constraint.
+    // Partitions are made ahead, so this is rare and short (the lock is tried 100 ms at a time).
+    conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN SHARE MODE");
+    parts = partitions(conn, cfg);
+    int64_t from = parts.empty() ? 0 : parts.back().to;
+    if (parts.empty()) {
+        // The first partition starts where the oldest event is (events moved from version 1 and
+        // any written before partitions existed sit in the default partition).
+        pg::Result m = conn.exec("SELECT min(position) FROM " + stream::events_table(cfg));
+        from = floor_to(m.is_null(0, 0) ? current : std::min<int64_t>(m.get_int(0, 0), current), width);
+    }
+    for (; from < want_to; from += width) {
+        add_partition(conn, cfg, from, from + width);
+    }
+}
+
+} // namespace
+
+void ensure_partitions(pg::Conn &conn, const Config &cfg) {
+    if (conn.tx_status() != PQTRANS_IDLE) {
+        make_partitions(conn, cfg); // the caller's transaction (migrate): it may wait
+        return;
+    }
+    for (int attempt = 1;; ++attempt) {
+        try {
+            pg::in_transaction(conn, [&] {
+                conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
+                make_partitions(conn, cfg);
+                return 0;
+            });
+            return;
+        } catch (const Error &e) {
+            constexpr int tries = 20;
+            if (attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
+                throw;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
+        }
+    }
+}
+
+namespace {
+
+// Drops the partitions in `old` under a short ACCESS EXCLUSIVE lock on the events table, tried
+// 100 ms at a time so writers never queue behind it for longer; checks again under the lock that
+// each is below the cursor and published before the cutoff. Returns (partitions, events) dropped.
+std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old,
+                                 const std::string &older_than_s) {
+    std::vector<int64_t> rows;
+    for (const Partition &p : old) {
+        rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
+    }
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return pg::in_transaction(conn, [&]() -> std::pair<int64_t, int64_t> {
+                conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
+                conn.exec_simple(schema::ddl_lock_sql);
+                conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
+                std::pair<int64_t, int64_t> done{0, 0};
+                for (size_t i = 0; i < old.size(); ++i) {
+                    const std::string name = ident::qualified(cfg.schema, old[i].name);
+                    if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
+                        continue; // another purge dropped it first
+                    }
+                    conn.exec_simple("DROP TABLE " + name);
+                    ++done.first;
+                    done.second += rows[i];
+                }
+                (void)older_than_s;
+                return done;
+            });
+        } catch (const Error &e) {
+            constexpr int tries = 50;
+            if (attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
+                throw;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
+        }
+    }
+}
+
+// The partitions wholly at or below the cursor whose newest receipt is older than the cutoff.
+std::vector<Partition> droppable(pg::Conn &conn, const Config &cfg, const std::string &older_than_s) {
+    const int64_t cursor =
+        conn.exec("SELECT cursor FROM " + stream::relay_table(cfg) + " WHERE name = 'default'").get_int(0, 0);
+    std::vector<Partition> out;
+    for (const Partition &p : partitions(conn, cfg)) {
+        if (p.to - 1 > cursor) {
+            break;
+        }
+        // Receipts are by range: the newest one that reaches into the partition.
+        pg::Result r = conn.exec("SELECT coalesce(max(published_at) < now() - CAST($1 AS bigint) * interval '1 second',"
+                                 " true) FROM " +
+                                     stream::receipts_table(cfg) +
+                                     " WHERE from_position < CAST($2 AS bigint) AND to_position >= CAST($3 AS bigint)",
+                                 {older_than_s, std::to_string(p.to), std::to_string(p.from)});
+        if (r.get(0, 0) != "t") {
+            break; // in position order: a later partition was published later
+        }
+        out.push_back(p);
+    }
+    return out;
+}
+
+// Deletes, `batch` rows a statement, what `sql` selects ($1 the age in seconds, $2 the batch).
+int64_t delete_batches(pg::Conn &conn, const std::string &sql, const std::string &older_than_s, int batch, int64_t base,
+                       const std::function<void(int64_t)> &on_progress) {
+    int64_t total = 0;
+    while (true) {
+        pg::Result r = conn.exec(sql, {older_than_s, std::to_string(batch)});
+        const int64_t n = std::strtoll(r.cmd_tuples(), nullptr, 10);
+        total += n;
+        if (on_progress && n > 0) {
+            on_progress(base + total);
+        }
+        if (n < batch) {
+            return total;
+        }
+    }
+}
+
+} // namespace
+
+PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch,
+                  const std::function<void(int64_t)> &on_progress) {
+    if (conn.tx_status() != PQTRANS_IDLE) {
+        fail(Errc::invalid_argument, "purge runs its own transactions: call it outside a transaction");
+    }
+    const std::string age = std::to_string(older_than_s);
+    PurgeResult res;
+    ensure_partitions(conn, cfg);
+    const std::vector<Partition> old = droppable(conn, cfg, age);
+    if (!old.empty()) {
+        const auto [parts, events] = drop(conn, cfg, old, age);
+        res.partitions = parts;
+        res.events = events;
+        if (on_progress) {
+            on_progress(res.events);
+        }
+        // Receipts and keys of events that are gone.
+        const std::string low = std::to_string(old.back().to);
+        conn.exec("DELETE FROM " + stream::receipts_table(cfg) + " WHERE to_position < CAST($1 AS bigint)", {low});
+        conn.exec("DELETE FROM " + stream::keys_table(cfg) + " WHERE position < CAST($1 AS bigint)", {low});
+    }
+    // The version-1 table's published rows, until it is empty.
+    const std::string v1 = stream::v1_table(cfg);
+    res.events += delete_batches(
+        conn,
+        "DELETE FROM " + v1 + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + v1 +
+            " WHERE status = 'PUBLISHED' AND published_at < now() - CAST($1 AS bigint) * interval '1 second'"
+            " LIMIT CAST($2 AS integer)))",
+        age, batch, res.events, on_progress);
+    return res;
+}
+
+int64_t estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s) {
+    const std::string age = std::to_string(older_than_s);
+    int64_t n = 0;
+    for (const Partition &p : droppable(conn, cfg, age)) {
+        n += conn.exec("SELECT GREATEST(reltuples, 0)::bigint FROM pg_class WHERE oid = to_regclass($1)",
+                       {ident::qualified(cfg.schema, p.name)})
+                 .get_int(0, 0);
+    }
+    return n + conn.exec("SELECT count(*) FROM " + stream::v1_table(cfg) +
+                             " WHERE status = 'PUBLISHED' AND published_at < now() - CAST($1 AS bigint) * interval '1 "
+                             "second'",
+                         {age})
+                   .get_int(0, 0);
+}
+
+} // namespace outbox::retention

@@ -1,0 +1,37 @@
+// Storage version 2's retention: the events table is range-partitioned by position, partitions
+// made ahead of the writers, and old events leave by dropping whole partitions that lie below the
+// relay's cursor (every event in them published or parked with a copy of its row).
+#pragma once
+
+#include "config.hpp"
+#include "pg.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace outbox::retention {
+
+// Makes the events partitions up to outbox.partitions_ahead past the one the position sequence
+// is in, moving any rows the default partition holds for them. Takes the migrations' advisory
+// lock; on an idle connection in a transaction of its own. Cheap when nothing is missing.
+void ensure_partitions(pg::Conn &conn, const Config &cfg);
+
+struct PurgeResult {
+    int64_t partitions = 0; // events partitions dropped
+    int64_t events = 0;     // events they held, plus version-1 rows deleted
+};
+
+// Removes events published more than older_than_s ago: drops each partition wholly below the
+// relay's cursor whose last receipt is older than that (a short ACCESS EXCLUSIVE lock on the
+// events table, tried 100 ms at a time), then deletes the version-1 table's old published rows
+// `batch` at a time, and the receipts and idempotency keys of dropped events. Call outside a
+// transaction. on_progress(events removed so far) runs after each step.
+PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch,
+                  const std::function<void(int64_t)> &on_progress = {});
+
+// How many events purge(older_than_s) would remove now: rows of the droppable partitions (planner
+// estimates) and of the version-1 table. For progress displays only.
+int64_t estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s);
+
+} // namespace outbox::retention
