@@ -573,7 +573,7 @@ void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
     }
     const int64_t cursor = progress_.advance();
     const bool nothing = published.empty() && gone.empty() && park_pos.empty() && again_pos.empty();
-    if (nothing && cursor == stored_cursor_) {
+    if (nothing && cursor == stored_cursor_ && !progress_.awaiting_bound()) {
         return;
     }
     std::vector<std::string> from;
@@ -598,6 +598,7 @@ void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
         st.failed += r.get_int(0, 1);
         st.dead += r.get_int(0, 2);
         stored_cursor_ = cursor;
+        progress_.set_bound(static_cast<uint64_t>(r.get_int(0, 4)));
         if (!gone.empty()) {
             reload_parked(db);
         }

@@ -88,20 +88,32 @@ void Progress::observe(const std::vector<int64_t> &rechecked, const std::vector<
     // has ended. Retries are visible events: they stay until handled.
     for (int64_t p : rechecked) {
         auto g = gaps_.find(p);
-        if (g != gaps_.end() && g->second < snap.xmin) {
+        if (g != gaps_.end() && g->second != 0 && g->second <= snap.xmin) {
             gaps_.erase(g);
         }
     }
     int64_t prev = frontier_;
     for (int64_t p : fresh) {
         for (int64_t missing = prev + 1; missing < p; ++missing) {
-            if (done_.count(missing) == 0 && snap.max_running > 0) {
-                gaps_.emplace(missing, snap.max_running);
+            if (done_.count(missing) == 0) {
+                gaps_.emplace(missing, 0); // its bound comes with the next mark (set_bound)
             }
         }
         prev = std::max(prev, p);
     }
     frontier_ = prev;
+}
+
+void Progress::set_bound(uint64_t xid) {
+    for (auto &g : gaps_) {
+        if (g.second == 0) {
+            g.second = xid;
+        }
+    }
+}
+
+bool Progress::awaiting_bound() const {
+    return std::any_of(gaps_.begin(), gaps_.end(), [](const auto &g) { return g.second == 0; });
 }
 
 int64_t Progress::advance() {
@@ -223,7 +235,7 @@ std::string mark_sql(const Config &cfg) {
            " SELECT (SELECT COALESCE(sum(n), 0) FROM r),"
            " (SELECT count(*) FROM newly WHERE failed) + (SELECT count(*) FROM again),"
            " (SELECT count(*) FROM newly WHERE dead) + (SELECT count(*) FROM again WHERE dead),"
-           " (SELECT count(*) FROM c)";
+           " (SELECT count(*) FROM c), CAST(pg_current_xact_id() AS text)";
 }
 
 } // namespace outbox::stream

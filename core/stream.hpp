@@ -7,11 +7,13 @@
 // is locked, so they are assigned in order but committed out of order: a read can see position
 // p + 1 while p is still in flight. Such a missing position is a gap. A gap is re-read every step
 // (an in-flight event is published as soon as it commits) and is final once every transaction that
-// was running when it was noticed has ended: the writer that took it got its transaction id before
-// taking the position (the counter upsert comes first), and that was before the read's snapshot,
-// because a later position was already committed then. So when the oldest running transaction
-// (the snapshot's xmin) is past the largest transaction id running at the read, a gap that is still
-// missing is a rolled-back write and will never appear.
+// could hold it has ended. The writer that took it got its transaction id before taking the
+// position (the counter upsert comes first), and that was before the read that noticed the gap,
+// because a later position was already committed then. The relay's next mark statement gets a
+// transaction id of its own, later than all of those: once the oldest running transaction (a
+// later read's snapshot xmin) is at or past that id, a gap still missing is a rolled-back write and
+// will never appear. (The snapshot's own xmax or running list is not enough: xmax is the latest
+// completed id + 1, and a writer with a newer id that is still running appears in neither.)
 #pragma once
 
 #include "config.hpp"
@@ -60,11 +62,15 @@ class Progress {
     void retry(int64_t position) { retry_.insert(position); }
     // The cursor the done positions allow: everything below the lowest gap or retry.
     int64_t advance();
+    // The transaction id of a mark made after the read that noticed the newest gaps: those gaps
+    // are final once a snapshot's xmin reaches it.
+    void set_bound(uint64_t xid);
+    [[nodiscard]] bool awaiting_bound() const;
 
   private:
     int64_t cursor_ = 0;
     int64_t frontier_ = 0;
-    std::map<int64_t, uint64_t> gaps_; // position -> final once the snapshot xmin passes this id
+    std::map<int64_t, uint64_t> gaps_; // position -> final once a snapshot's xmin reaches this id (0: not yet known)
     std::set<int64_t> retry_;
     std::set<int64_t> done_; // above the cursor, done before a restart (pruned as the cursor passes)
 };

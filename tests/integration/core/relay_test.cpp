@@ -283,3 +283,40 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     EXPECT_LE(idle_polls, 20) << "empty polls in 1.5 s idle";
     EXPECT_GE(idle_polls, 3) << "the relay stopped polling altogether";
 }
+
+// A writer's position can be passed over only once the writer has ended. Here the transaction that
+// holds the gap got its id after the one that commits the positions around it, so the read's
+// snapshot lists no running transaction at all (its xmax is the latest completed id + 1): the gap
+// must still wait for the writer, and its event goes out, in order, once it commits.
+TEST_F(RelayTest, AGapHeldByAYoungerTransactionWaitsForItsCommit) {
+    Collector queue(cfg.exchange);
+    outbox::pg::Conn older = outbox::pg::Conn::open(pg_url());
+    outbox::pg::Conn younger = outbox::pg::Conn::open(pg_url());
+    auto write_on = [&](outbox::pg::Conn &c, const std::string &aggregate) {
+        outbox::Event ev;
+        ev.set("aggregate_type", "PRD");
+        ev.set("operation", "POST");
+        ev.set("aggregate_id", aggregate);
+        ev.set("payload", "{}");
+        outbox::store::write(c, cfg, ev);
+        return ev.resolved_id;
+    };
+    older.exec_simple("BEGIN");
+    const std::string first = write_on(older, "a"); // the older transaction's id
+    younger.exec_simple("BEGIN");
+    const std::string held = write_on(younger, "b"); // a younger id, the next position
+    const std::string third = write_on(older, "c");
+    older.exec_simple("COMMIT");
+
+    outbox::Relay relay(cfg);
+    EXPECT_EQ(drain(relay).published, 2) << "the two committed events";
+    EXPECT_EQ(drain(relay).published, 0);
+    younger.exec_simple("COMMIT");
+    EXPECT_EQ(drain(relay).published, 1) << "the gap's event once its writer committed";
+    const auto &msgs = queue.collect(3);
+    ASSERT_EQ(msgs.size(), 3U);
+    EXPECT_EQ(msgs[0].props.message_id, first);
+    EXPECT_EQ(msgs[1].props.message_id, third);
+    EXPECT_EQ(msgs[2].props.message_id, held);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), 3);
+}
