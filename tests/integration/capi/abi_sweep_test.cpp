@@ -640,13 +640,14 @@ Register r_dedupe_interpret({"outbox_dedupe_interpret"}, [](Sweep &s) {
     EXPECT_EQ(r.order, OUTBOX_ORDER_GAP);
     ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 1, 1, 1), OUTBOX_OK);
     EXPECT_EQ(r.order, OUTBOX_ORDER_STALE);
-    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 1, 1, -1), OUTBOX_OK);  // NULL: the first of its aggregate
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 1, 1, -1),
+              OUTBOX_OK); // NULL: the first of its aggregate
     EXPECT_EQ(r.order, OUTBOX_ORDER_IN_ORDER);
     EXPECT_EQ(r.previous_seq, 0);
-    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 2, 0, 1), OUTBOX_OK);  // a duplicate: unchecked
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, "PRD", "1", 2, 0, 1), OUTBOX_OK); // a duplicate: unchecked
     EXPECT_EQ(r.first_time, 0);
     EXPECT_EQ(r.order, OUTBOX_ORDER_UNCHECKED);
-    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, nullptr, nullptr, 2, 1, -1), OUTBOX_OK);  // no aggregate: unchecked
+    ASSERT_EQ(outbox_dedupe_interpret(&r, nullptr, nullptr, nullptr, 2, 1, -1), OUTBOX_OK); // no aggregate: unchecked
     EXPECT_EQ(r.order, OUTBOX_ORDER_UNCHECKED);
 });
 

@@ -22,11 +22,18 @@ TEST_F(AdminCapiTest, StatsRetryAndPurge) {
     const std::string a = write_one("1");
     const std::string b = write_one("2");
     write_one("3");
-    admin.query("UPDATE " + table +
-                    " SET status = 'FAILED', retry_count = 10, error_message = 'boom'"
+    // Storage version 2: a and b failed for good (parked, as the relay parks them), and one old
+    // published row left in the version-1 table by an upgrade.
+    admin.query("INSERT INTO \"" + schema +
+                    "\".outbox_parked (position, outbox_id, event_type, aggregate_type,"
+                    " aggregate_id, seq, operation, payload, metadata, created_at, status, retry_count, error_message)"
+                    " SELECT position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,"
+                    " metadata, created_at, 'FAILED', 10, 'boom' FROM \"" +
+                    schema +
+                    "\".outbox_events"
                     " WHERE outbox_id IN ($1, $2)",
                 {a, b});
-    admin.query("INSERT INTO " + table +
+    admin.query("INSERT INTO \"" + schema + "\".outbox_v1" +
                 " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,"
                 " payload, status, published_at) VALUES (gen_random_uuid(), 'X', 'OLD', 'o', 1, 'POST', '{}',"
                 " 'PUBLISHED', now() - interval '40 days')");

@@ -6,10 +6,10 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -435,9 +435,10 @@ TEST_F(CapiConsumerTest, DedupeFollowsTheCallersTransactionOnALentConnection) {
 //    inbox.retention_s is refused.
 TEST_F(CapiConsumerTest, InboxPurgeDeletesOnlyOldRowsAndRefusesAgesUnderTheRetention) {
     auto insert = [&](int n, const char *age) {
-        admin.query("INSERT INTO " + inbox +
-                    " (consumer, outbox_id, id_ms, processed_at) SELECT 'purge', gen_random_uuid(), 0, now() - interval '" + age +
-                    "' FROM generate_series(1, " + std::to_string(n) + ")");
+        admin.query(
+            "INSERT INTO " + inbox +
+            " (consumer, outbox_id, id_ms, processed_at) SELECT 'purge', gen_random_uuid(), 0, now() - interval '" +
+            age + "' FROM generate_series(1, " + std::to_string(n) + ")");
     };
     insert(5, "10 days");
     insert(2, "7 days 1 hour");

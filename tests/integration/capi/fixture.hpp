@@ -81,7 +81,7 @@ class PgTest : public ::testing::Test {
         ASSERT_EQ(outbox_db_open(&db, pg_url().c_str(), cfg), OUTBOX_OK) << outbox_last_error();
         int version = 0;
         ASSERT_EQ(outbox_migrate(&version, db, OUTBOX_MIGRATE_ALL), OUTBOX_OK) << outbox_last_error();
-        ASSERT_EQ(version, 1);
+        ASSERT_EQ(version, 2);
         table = "\"" + schema + "\".\"outbox\"";
     }
     void TearDown() override {
