@@ -8,12 +8,13 @@
 -- after every migration. The variables default to the library's defaults (outbox.schema,
 -- outbox.table, inbox.table); the names are quoted by psql (:"var"), never spliced as text.
 --
---   outbox_writer    services calling outbox_write(): INSERT events, bump the per-aggregate
---                    counter; may read back only seq, outbox_id and idempotency_key (the
---                    statement's RETURNING and the duplicate-key message), never a payload.
---   outbox_relay     the relay: read events, mark them published or failed (status,
---                    published_at, retry_count, error_message, next_attempt_at). No INSERT, no
---                    DELETE, no other column.
+--   outbox_writer    services calling outbox_write(): INSERT events (and idempotency keys),
+--                    take positions, bump the per-aggregate counter; may read back only position,
+--                    seq, outbox_id and idempotency_key (the statement's RETURNING and the
+--                    duplicate-key message), never a payload.
+--   outbox_relay     the relay: read events (never change one) and record its progress: the
+--                    cursor, receipts, parked events. It cannot make partitions (migrate and an
+--                    owner's purge do; it says so once in its log).
 --   outbox_consumer  consumers: their inbox, its positions and (partitioned subscribers) the
 --                    membership tables only; nothing of the outbox.
 --   outbox_operator  stats, retry-failed, purge, replay, purge-inbox.
@@ -33,6 +34,13 @@
 \set inbox_table outbox_inbox
 \endif
 \set aggregates_table :outbox_table _aggregates
+\set events_table :outbox_table _events
+\set position_seq :outbox_table _position_seq
+\set relay_table :outbox_table _relay
+\set receipts_table :outbox_table _receipts
+\set parked_table :outbox_table _parked
+\set keys_table :outbox_table _keys
+\set outbox_v1_table :outbox_table _v1
 \set positions_table :inbox_table _positions
 \set members_table :inbox_table _members
 \set partitionings_table :inbox_table _partitionings
@@ -45,14 +53,18 @@ SELECT format('CREATE ROLE %I NOLOGIN', r)
 GRANT USAGE ON SCHEMA :"schema" TO outbox_writer, outbox_relay, outbox_consumer, outbox_operator;
 
 -- writer
-GRANT INSERT ON :"schema".:"outbox_table" TO outbox_writer;
-GRANT SELECT (seq, outbox_id, idempotency_key) ON :"schema".:"outbox_table" TO outbox_writer;
+-- Storage version 2: events are written once; the relay keeps its progress in tables of its own.
+GRANT INSERT ON :"schema".:"events_table" TO outbox_writer;
+GRANT SELECT (position, seq, outbox_id, idempotency_key) ON :"schema".:"events_table" TO outbox_writer;
+GRANT USAGE ON SEQUENCE :"schema".:"position_seq" TO outbox_writer;
+GRANT SELECT (idempotency_key, outbox_id), INSERT ON :"schema".:"keys_table" TO outbox_writer;
 GRANT SELECT, INSERT, UPDATE (last_seq) ON :"schema".:"aggregates_table" TO outbox_writer;
 
 -- relay
-GRANT SELECT ON :"schema".:"outbox_table" TO outbox_relay;
-GRANT UPDATE (status, published_at, retry_count, error_message, next_attempt_at)
-   ON :"schema".:"outbox_table" TO outbox_relay;
+GRANT SELECT ON :"schema".:"events_table", :"schema".:"position_seq" TO outbox_relay;
+GRANT SELECT, UPDATE (cursor, updated_at) ON :"schema".:"relay_table" TO outbox_relay;
+GRANT SELECT, INSERT ON :"schema".:"receipts_table" TO outbox_relay;
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".:"parked_table" TO outbox_relay;
 
 -- consumer
 GRANT SELECT, INSERT ON :"schema".:"inbox_table" TO outbox_consumer;
@@ -65,7 +77,9 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".:"members_table" TO outbox_con
 GRANT SELECT, INSERT ON :"schema".:"partitionings_table" TO outbox_consumer;
 
 -- operator
-GRANT SELECT, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
-GRANT UPDATE (status, next_attempt_at) ON :"schema".:"outbox_table" TO outbox_operator;
+GRANT SELECT ON :"schema".:"outbox_table", :"schema".:"events_table", :"schema".:"relay_table",
+                :"schema".:"receipts_table", :"schema".:"keys_table" TO outbox_operator;
+GRANT SELECT, UPDATE (status, next_attempt_at) ON :"schema".:"parked_table" TO outbox_operator;
+GRANT SELECT, DELETE ON :"schema".:"outbox_v1_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;

@@ -53,7 +53,8 @@ std::vector<std::vector<std::string>> sql(const std::string &url, const std::str
         for (int i = 0; i < PQntuples(r); ++i) {
             std::vector<std::string> row;
             for (int j = 0; j < PQnfields(r); ++j) {
-                row.emplace_back(PQgetisnull(r, i, j) ? "<null>" : std::string(PQgetvalue(r, i, j), PQgetlength(r, i, j)));
+                row.emplace_back(PQgetisnull(r, i, j) ? "<null>"
+                                                      : std::string(PQgetvalue(r, i, j), PQgetlength(r, i, j)));
             }
             rows.push_back(std::move(row));
         }
@@ -89,7 +90,9 @@ std::string shell_quote(const std::string &s) {
     return out + "'";
 }
 
-std::string services() { return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh"; }
+std::string services() {
+    return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh";
+}
 
 // A fresh schema, migrated as the admin.
 class SecTest : public ::testing::Test {
@@ -150,8 +153,8 @@ class SecTest : public ::testing::Test {
 
 TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     int rc = 0;
-    std::string out = shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema +
-                                " -f " + shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
+    std::string out = shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema + " -f " +
+                                shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
                             &rc);
     ASSERT_EQ(rc, 0) << out;
     const std::string pw = "Lp" + tag;
@@ -230,15 +233,20 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
         std::string statement;
     };
     const std::string inbox = "\"" + schema + "\".outbox_inbox";
+    const std::string events = "\"" + schema + "\".outbox_events";
     for (const Refusal &r : std::vector<Refusal>{
              {writer, "SELECT payload FROM " + t},
-             {writer, "UPDATE " + t + " SET status = 'PUBLISHED'"},
-             {writer, "DELETE FROM " + t},
+             {writer, "SELECT payload FROM " + events},
+             {writer, "UPDATE " + events + " SET seq = 0"},
+             {writer, "DELETE FROM " + events},
+             {writer, "UPDATE \"" + schema + "\".outbox_relay SET cursor = 0"},
              {writer, "SELECT * FROM " + inbox},
-             {relay_role, "INSERT INTO " + t + " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,"
-                                              " payload) VALUES (gen_random_uuid(), 'x', 'x', 'x', 99, 'POST', '{}')"},
-             {relay_role, "DELETE FROM " + t},
-             {relay_role, "UPDATE " + t + " SET payload = '{}'"},
+             {relay_role, "INSERT INTO " + events +
+                              " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,"
+                              " payload) VALUES (0, gen_random_uuid(), 'x', 'x', 'x', 99, 'POST', '{}')"},
+             {relay_role, "DELETE FROM " + events},
+             {relay_role, "UPDATE " + events + " SET payload = '{}'"},
+             {relay_role, "DELETE FROM \"" + schema + "\".outbox_receipts"},
              {relay_role, "SELECT * FROM " + inbox},
              {relay_role, "CREATE TABLE \"" + schema + "\".evil (x int)"},
              {consumer_role, "SELECT * FROM " + t},
@@ -300,7 +308,8 @@ TEST_F(SecTest, RelayOverAmqpsAndVerifiedPostgresTls) {
     outbox_relay *relay = nullptr;
     ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
     outbox_relay_set_logger(
-        relay, [](outbox_log_level, const char *m, void *ud) { static_cast<std::vector<std::string> *>(ud)->emplace_back(m); },
+        relay,
+        [](outbox_log_level, const char *m, void *ud) { static_cast<std::vector<std::string> *>(ud)->emplace_back(m); },
         &logs);
     outbox_relay_stats st;
     outbox_relay_stats_init(&st);
@@ -325,8 +334,10 @@ TEST_F(SecTest, RelayOverAmqpsAndVerifiedPostgresTls) {
     // A CA the servers' certificates do not chain to: both connections refused, clearly.
     const std::string dir = "/tmp/outbox-wrong-ca-" + tag;
     int rc = 0;
-    std::string out = shell("mkdir -p " + dir + " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
-                            " -nodes -days 1 -subj /CN=wrong -keyout " + dir + "/ca.key -out " + dir + "/ca.crt",
+    std::string out = shell("mkdir -p " + dir +
+                                " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
+                                " -nodes -days 1 -subj /CN=wrong -keyout " +
+                                dir + "/ca.key -out " + dir + "/ca.crt",
                             &rc);
     ASSERT_EQ(rc, 0) << out;
     d = nullptr;
@@ -507,8 +518,9 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
     runs.push_back({pg_wrong, mq_right, "relay --log-level debug --log-format json" + common, "daemon json"});
     bool saw_pg_refusal = false, saw_mq_refusal = false, saw_success = false;
     for (const auto &r : runs) {
-        std::string env = r.pg.empty() ? "env -u OUTBOX_PG_URL -u OUTBOX_AMQP_URL "
-                                       : "env OUTBOX_PG_URL=" + shell_quote(r.pg) + " OUTBOX_AMQP_URL=" + shell_quote(r.mq) + " ";
+        std::string env =
+            r.pg.empty() ? "env -u OUTBOX_PG_URL -u OUTBOX_AMQP_URL "
+                         : "env OUTBOX_PG_URL=" + shell_quote(r.pg) + " OUTBOX_AMQP_URL=" + shell_quote(r.mq) + " ";
         const bool daemon = r.args.rfind("relay --log-level", 0) == 0;
         std::string text = shell((daemon ? "timeout -s TERM 2 " : "") + env + cli + " " + r.args, &rc);
         collect(r.label + " (rc " + std::to_string(rc) + ")", text);
@@ -528,8 +540,8 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
         collect("outbox_db_open", outbox_last_error());
         outbox_db_close(d);
     }
-    for (const auto &[pg, mq] : std::vector<std::pair<std::string, std::string>>{{pg_wrong, mq_right},
-                                                                                 {pg_right, mq_wrong}}) {
+    for (const auto &[pg, mq] :
+         std::vector<std::pair<std::string, std::string>>{{pg_wrong, mq_right}, {pg_right, mq_wrong}}) {
         set("pg.url", pg);
         set("amqp.url", mq);
         char *v = nullptr;
@@ -537,7 +549,9 @@ TEST_F(SecTest, NoPasswordInAnyOutputLogOrMessage) {
         collect("config_get", v);
         outbox_string_free(v);
         std::string logs;
-        auto sink = [](outbox_log_level, const char *m, void *ud) { *static_cast<std::string *>(ud) += std::string(m) + "\n"; };
+        auto sink = [](outbox_log_level, const char *m, void *ud) {
+            *static_cast<std::string *>(ud) += std::string(m) + "\n";
+        };
         outbox_relay *relay = nullptr;
         ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK);
         outbox_relay_set_logger(relay, sink, &logs);
@@ -748,8 +762,11 @@ TEST_F(SecTest, InjectionStringsAreDataAndIdentifiersAreRefused) {
         outbox_statement_free(st);
         ASSERT_EQ(outbox_write(d, ev), OUTBOX_OK) << s << ": " << outbox_last_error();
         const std::string id = outbox_event_id(ev);
-        auto row = sql(pg_url(), "SELECT aggregate_id, actor, event_type, idempotency_key, payload->>'v', metadata->>'m'"
-                                 " FROM " + t + " WHERE outbox_id = $1", {id});
+        auto row = sql(pg_url(),
+                       "SELECT aggregate_id, actor, event_type, idempotency_key, payload->>'v', metadata->>'m'"
+                       " FROM " +
+                           t + " WHERE outbox_id = $1",
+                       {id});
         ASSERT_EQ(row.size(), 1U) << s;
         EXPECT_EQ(row[0][0], s);
         EXPECT_EQ(row[0][1], s);
@@ -770,7 +787,8 @@ TEST_F(SecTest, InjectionStringsAreDataAndIdentifiersAreRefused) {
             << outbox_last_error();
         ASSERT_EQ(outbox_db_exec(d, "COMMIT"), OUTBOX_OK);
         EXPECT_EQ(r.first_time, 1);
-        EXPECT_EQ(scalar(pg_url(), "SELECT consumer FROM \"" + schema + "\".outbox_inbox WHERE outbox_id = $1", {id}), s);
+        EXPECT_EQ(scalar(pg_url(), "SELECT consumer FROM \"" + schema + "\".outbox_inbox WHERE outbox_id = $1", {id}),
+                  s);
         // Operator filters.
         int64_t n = -1;
         EXPECT_EQ(outbox_retry_failed(&n, d, s.c_str(), nullptr, 0), OUTBOX_OK) << outbox_last_error();
@@ -817,13 +835,14 @@ TEST_F(SecTest, InjectionStringsAreDataAndIdentifiersAreRefused) {
     outbox_db_close(d);
 
     EXPECT_EQ(scalar(pg_url(), "SELECT v FROM \"" + schema + "\".x"), "kept") << "the injections' target survived";
-    EXPECT_EQ(scalar(pg_url(),
-                     "SELECT count(*) FROM pg_tables t JOIN pg_class c ON c.oid = CAST(quote_ident(t.schemaname) || '.' ||"
-                     " quote_ident(t.tablename) AS regclass) WHERE t.schemaname = $1 AND NOT c.relispartition",
-                     {schema}),
-              "9")
-        << "outbox, aggregates, inbox (and its version-1 table), positions, members, partitionings, migrations and "
-           "x: nothing created or dropped";
+    EXPECT_EQ(
+        scalar(pg_url(),
+               "SELECT count(*) FROM pg_tables t JOIN pg_class c ON c.oid = CAST(quote_ident(t.schemaname) || '.' ||"
+               " quote_ident(t.tablename) AS regclass) WHERE t.schemaname = $1 AND NOT c.relispartition",
+               {schema}),
+        "14")
+        << "outbox events, its relay, receipts, parked, keys and version-1 tables, aggregates, inbox (and its "
+           "version-1 table), positions, members, partitionings, migrations and x: nothing created or dropped";
 }
 
 } // namespace
