@@ -52,9 +52,17 @@ test('consume(): dedupe in the handler\'s pg transaction, redelivery after failu
     (await e.count(`SELECT count(*) FROM "${e.schema}".indexed`)) === 10 &&
     (await ch.checkQueue(`${name}.dead`)).messageCount === 1);
 
-  // The relay publishes the same 10 events again (a redelivery as after a lost confirm).
-  await e.admin.query(`UPDATE "${e.schema}".outbox SET status = 'PENDING', published_at = NULL WHERE aggregate_id <> 'poison'`);
-  assert.equal((await e.drain(relay)).published, 10);
+  // A relay publishes the same 10 events again (a redelivery as after lost receipts): the
+  // relay's progress is forgotten but for the poison event, and a relay that starts afresh
+  // publishes the rest once more.
+  relay.close();
+  await e.admin.query(`DELETE FROM "${e.schema}".outbox_receipts`);
+  await e.admin.query(`UPDATE "${e.schema}".outbox_relay SET cursor = 0`);
+  await e.admin.query(`INSERT INTO "${e.schema}".outbox_receipts (from_position, to_position)
+    SELECT position, position FROM "${e.schema}".outbox_events WHERE aggregate_id = 'poison'`);
+  const again = e.outbox.relay();
+  t.after(() => again.close());
+  assert.equal((await e.drain(again)).published, 10);
   await until('10 duplicates skipped', () => logs.filter((l) => l.includes('already processed')).length === 10);
   consumer.stop();
   await done;
@@ -281,7 +289,7 @@ test('dedupe with node-postgres: first time, duplicate, stale and gap', async (t
     { firstTime: true, order: 'UNCHECKED', previousSeq: 0 });
 });
 
-test('relay: step() then settle() reports every mark once and releases the batch claimed ahead', async (t) => {
+test('relay: every step records its outcomes before it returns; settle() adds nothing', async (t) => {
   const e = await env(t, { 'relay.batch_size': '10' });
   await e.collector(); // a bound queue: every event routable
   const relay = e.outbox.relay();
@@ -291,18 +299,17 @@ test('relay: step() then settle() reports every mark once and releases the batch
   await client.query('BEGIN');
   for (let i = 0; i < 200; i++) await e.outbox.write(client, event({ aggregateId: `settle${i}` }));
   await client.query('COMMIT');
-  let claimed = 0;
   let published = 0;
-  for (let i = 0; i < 10 && published === claimed; i++) {
+  for (let i = 0; i < 3; i++) {
     const s = await relay.step();
-    claimed += s.claimed;
+    assert.equal(s.claimed, 10);
+    assert.equal(s.published, s.claimed);
     published += s.published;
   }
-  assert.ok(published < claimed, 'no step left marks to settle');
   const settled = await relay.settle();
   assert.equal(settled.claimed, 0);
-  assert.equal(published + settled.published, claimed);
-  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox WHERE status = 'PUBLISHED'`), claimed);
+  assert.equal(settled.published, 0);
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox WHERE status = 'PUBLISHED'`), published);
 });
 
 test('a broker list in amqp.url: past a dead first node to a live one, saying which node', async (t) => {

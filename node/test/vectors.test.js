@@ -21,9 +21,10 @@ test('shared envelope vectors: bodies, routing keys, properties and headers byte
   for (const v of vectors) {
     const r = v.row;
     await e.admin.query(
-      `INSERT INTO "${e.schema}".outbox (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,
-         previous_payload, metadata, actor, created_at, status, next_attempt_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8::json, $9::json, $10, to_timestamp($11), 'PENDING', now())`,
+      `INSERT INTO "${e.schema}".outbox_events (position, outbox_id, event_type, aggregate_type, aggregate_id, seq,
+         operation, payload, previous_payload, metadata, actor, created_at)
+       VALUES (nextval('"${e.schema}".outbox_position_seq'), $1, $2, $3, $4, $5, $6, $7::json, $8::json, $9::json, $10,
+         to_timestamp($11))`,
       [r.outbox_id, r.event_type, r.aggregate_type, r.aggregate_id, r.seq, r.operation, r.payload, r.previous_payload,
         r.metadata, r.user, r.created_epoch_s]);
   }

@@ -17,9 +17,10 @@ def test_vectors_relay_to_identical_bodies_routing_keys_and_headers(admin, schem
     for v in VECTORS:
         r = v["row"]
         admin.execute(
-            f'INSERT INTO "{schema}".outbox (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation,'
-            " payload, previous_payload, metadata, actor, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s::json, %s::json, %s, to_timestamp(%s))",
+            f'INSERT INTO "{schema}".outbox_events (position, outbox_id, event_type, aggregate_type, aggregate_id,'
+            " seq, operation, payload, previous_payload, metadata, actor, created_at)"
+            f" VALUES (nextval('\"{schema}\".outbox_position_seq'), %s, %s, %s, %s, %s, %s, %s::json, %s::json,"
+            " %s::json, %s, to_timestamp(%s))",
             (r["outbox_id"], r["event_type"], r["aggregate_type"], r["aggregate_id"], r["seq"], r["operation"],
              r["payload"], r["previous_payload"], r["metadata"], r["user"], r["created_epoch_s"]),
         )
