@@ -70,7 +70,7 @@ db = ctypes.c_void_p()
 ok(lib.outbox_db_open(ctypes.byref(db), pg_url.encode(), cfg), "open")  # fails the run when PostgreSQL is down
 version = ctypes.c_int()
 ok(lib.outbox_migrate(ctypes.byref(version), db, 0), "migrate")
-check("migrate reports schema version 1", version.value == 1, version.value)
+check("migrate reports schema version 2", version.value == 2, version.value)
 
 ev = ctypes.c_void_p()
 ok(lib.outbox_event_new(ctypes.byref(ev)), "event")
