@@ -204,6 +204,24 @@ SELECT -1, v.outbox_id, v.event_type, v.aggregate_type, v.aggregate_id, v.seq, v
        v.previous_payload, v.metadata, v.actor, v.created_at, v.published_at, v.status, v.retry_count,
        v.error_message, v.next_attempt_at, v.idempotency_key
 FROM {V1} v;
+-- Writers of the previous version insert into the outbox as a table: such an insert becomes an event
+-- (its position taken here, after its counter upsert, as the current write statement takes it), so
+-- services can be upgraded after the schema without losing a write.
+CREATE FUNCTION "{S}"."{N}_v1_insert"() RETURNS trigger LANGUAGE plpgsql AS $v1insert$
+BEGIN
+    NEW.position := nextval('{SEQ}');
+    INSERT INTO {E} (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,
+                     previous_payload, metadata, actor, created_at, idempotency_key)
+    VALUES (NEW.position, NEW.outbox_id, NEW.event_type, NEW.aggregate_type, NEW.aggregate_id, NEW.seq,
+            NEW.operation, NEW.payload, NEW.previous_payload, COALESCE(NEW.metadata, '{}'), NEW.actor,
+            COALESCE(NEW.created_at, now()), NEW.idempotency_key);
+    IF NEW.idempotency_key IS NOT NULL THEN
+        INSERT INTO {KEYS} (idempotency_key, outbox_id, position) VALUES (NEW.idempotency_key, NEW.outbox_id, NEW.position);
+    END IF;
+    RETURN NEW;
+END
+$v1insert$;
+CREATE TRIGGER "{N}_v1_insert" INSTEAD OF INSERT ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_insert"();
 )SQL",
 };
 

@@ -55,6 +55,8 @@ GRANT USAGE ON SCHEMA :"schema" TO outbox_writer, outbox_relay, outbox_consumer,
 -- writer
 -- Storage version 2: events are written once; the relay keeps its progress in tables of its own.
 GRANT INSERT ON :"schema".:"events_table" TO outbox_writer;
+-- Writers of the previous version insert into the view; a trigger makes that an event.
+GRANT INSERT ON :"schema".:"outbox_table" TO outbox_writer;
 GRANT SELECT (position, seq, outbox_id, idempotency_key) ON :"schema".:"events_table" TO outbox_writer;
 GRANT USAGE ON SEQUENCE :"schema".:"position_seq" TO outbox_writer;
 GRANT SELECT (idempotency_key, outbox_id), INSERT ON :"schema".:"keys_table" TO outbox_writer;
