@@ -103,7 +103,7 @@ def amqp() -> Iterator[Amqp]:
 def schema(admin: psycopg.Connection) -> Iterator[str]:
     """A fresh, migrated schema (outbox and inbox tables), dropped afterwards."""
     name = unique("py_t_")
-    assert outbox.migrate(PG_URL, config={"outbox.schema": name}) == 1
+    assert outbox.migrate(PG_URL, config={"outbox.schema": name}) == 2
     try:
         yield name
     finally:
