@@ -61,7 +61,7 @@ def migrate() -> int:
     import outbox
 
     applied = outbox.migrate(PG_URL, config=config())
-    assert applied == 1, applied
+    assert applied == 2, applied
     return applied
 
 
