@@ -115,9 +115,9 @@ struct SliceWriter {
         if (error.empty() && mode == WMode::row) {
             // The columns outbox_write fills, as text parameters cast like the library's statement.
             const std::string row = "INSERT INTO " + bare_rows_table(run) +
-                                    " (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload,"
-                                    " metadata, actor, created_at, next_attempt_at) VALUES ($1, $2, 1,"
-                                    " CAST($3 AS uuid), $4, $5, CAST($6 AS json), CAST($7 AS json), $8, now(), now())";
+                                    " (position, aggregate_type, aggregate_id, seq, outbox_id, event_type, operation,"
+                                    " payload, metadata, actor, created_at) VALUES (0, $1, $2, 1,"
+                                    " CAST($3 AS uuid), $4, $5, CAST($6 AS json), CAST($7 AS json), $8, now())";
             PGresult *prep = PQprepare(pgc, "bench_event_row", row.c_str(), 8, nullptr);
             if (PQresultStatus(prep) != PGRES_COMMAND_OK) {
                 error = std::string("prepare: ") + PQerrorMessage(pgc);
@@ -363,7 +363,7 @@ void scenario_writes(Bench &b) {
     b.pg.exec("CREATE TABLE IF NOT EXISTS " + table_of(run, "bench_orders") +
               " (id bigserial PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL,"
               " body text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())");
-    b.pg.exec("CREATE TABLE IF NOT EXISTS " + bare_rows_table(run) + " (LIKE " + table_of(run, "outbox") +
+    b.pg.exec("CREATE TABLE IF NOT EXISTS " + bare_rows_table(run) + " (LIKE " + table_of(run, "outbox_events") +
               " INCLUDING DEFAULTS)");
     b.pg.exec("CHECKPOINT");
     const long slice_writes = std::max(1L, o.writes / o.w_slices);
