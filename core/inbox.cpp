@@ -3,6 +3,7 @@
 #include "error.hpp"
 #include "identifiers.hpp"
 #include "json.hpp"
+#include "range_partitions.hpp"
 #include "schema.hpp"
 #include "uuid.hpp"
 
@@ -140,47 +141,11 @@ Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_orde
 
 namespace {
 
-struct Partition {
-    std::string name;
-    bool dated = false;  // a range with both bounds (not _before, not the default)
-    bool before = false; // FROM (MINVALUE)
-    int64_t from = 0;
-    int64_t to = 0;
-};
+using Partition = ranges::RangePartition;
 
-int64_t bound_after(const std::string &expr, const char *word) {
-    const size_t at = expr.find(word);
-    if (at == std::string::npos) {
-        return 0;
-    }
-    const char *p = expr.c_str() + at + std::strlen(word);
-    while (*p == '\'') {
-        ++p; // PostgreSQL may print the bound quoted: FROM ('1764028800000')
-    }
-    return std::strtoll(p, nullptr, 10);
-}
-
-// The inbox's partitions, from the catalog (the bounds as PostgreSQL prints them).
+// The inbox's partitions, from the catalog.
 std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
-    pg::Result r = conn.exec("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
-                             " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = CAST($1 AS regclass)"
-                             " ORDER BY 1",
-                             {cfg.inbox_qualified()});
-    std::vector<Partition> out;
-    for (int i = 0; i < r.rows(); ++i) {
-        Partition p;
-        p.name = std::string(r.get(i, 0));
-        const std::string expr = std::string(r.get(i, 1));
-        if (expr.find("DEFAULT") != std::string::npos) {
-            continue;
-        }
-        p.before = expr.find("MINVALUE") != std::string::npos;
-        p.dated = !p.before;
-        p.from = p.dated ? bound_after(expr, "FROM (") : 0;
-        p.to = bound_after(expr, "TO (");
-        out.push_back(std::move(p));
-    }
-    return out;
+    return ranges::list(conn, cfg.inbox_qualified());
 }
 
 std::string partition_name(const Config &cfg, int64_t from_ms) {
@@ -190,10 +155,6 @@ std::string partition_name(const Config &cfg, int64_t from_ms) {
     char buf[32];
     std::strftime(buf, sizeof buf, "_p%Y%m%dt%H%M", &tm);
     return cfg.inbox_table + buf;
-}
-
-int64_t floor_to(int64_t ms, int64_t width) {
-    return ms >= 0 ? ms / width * width : -((-ms + width - 1) / width) * width;
 }
 
 // One dated partition [from, to): made detached, filled with the rows the default partition holds
@@ -260,39 +221,27 @@ int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition
             rows.push_back(0); // another purge dropped it since the list was read
         }
     }
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return pg::in_transaction(conn, [&]() -> int64_t {
-                if (own) {
-                    conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
-                }
-                conn.exec_simple(schema::ddl_lock_sql);
-                conn.exec_simple("LOCK TABLE " + cfg.inbox_qualified() + " IN ACCESS EXCLUSIVE MODE");
-                int64_t dropped = 0;
-                for (size_t i = 0; i < old.size(); ++i) {
-                    const std::string name = ident::qualified(cfg.schema, old[i].name);
-                    if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
-                        continue; // another purge dropped it first
-                    }
-                    pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
-                                             "precision)), true) FROM " +
-                                                 name,
-                                             {cutoff_s});
-                    if (r.get(0, 0) == "t") {
-                        conn.exec_simple("DROP TABLE " + name);
-                        dropped += rows[i];
-                    }
-                }
-                return dropped;
-            });
-        } catch (const Error &e) {
-            constexpr int tries = 50;
-            if (!own || attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
-                throw;
+    // In a transaction of its own: the lock is tried 100 ms at a time (ranges::with_short_locks).
+    return ranges::with_short_locks(conn, 50, [&]() -> int64_t {
+        conn.exec_simple(schema::ddl_lock_sql);
+        conn.exec_simple("LOCK TABLE " + cfg.inbox_qualified() + " IN ACCESS EXCLUSIVE MODE");
+        int64_t dropped = 0;
+        for (size_t i = 0; i < old.size(); ++i) {
+            const std::string name = ident::qualified(cfg.schema, old[i].name);
+            if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
+                continue; // another purge dropped it first
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
+            pg::Result r = conn.exec("SELECT coalesce(max(processed_at) < to_timestamp(CAST($1 AS double "
+                                     "precision)), true) FROM " +
+                                         name,
+                                     {cutoff_s});
+            if (r.get(0, 0) == "t") {
+                conn.exec_simple("DROP TABLE " + name);
+                dropped += rows[i];
+            }
         }
-    }
+        return dropped;
+    });
 }
 
 } // namespace
@@ -323,7 +272,7 @@ void make_partitions(pg::Conn &conn, const Config &cfg, int64_t now_ms) {
         have_before = have_before || p.before;
         last = std::max(last, p.to);
     }
-    const int64_t current = floor_to(now_ms, width);
+    const int64_t current = ranges::floor_to(now_ms, width);
     if (!have_before) {
         // The first dated partition starts at the current one: older ids stay in _before.
         conn.exec_simple("CREATE TABLE " + ident::qualified(cfg.schema, cfg.inbox_table + "_before") +
@@ -369,7 +318,7 @@ int64_t purge_at(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int ba
     }
     std::vector<Partition> old;
     for (const Partition &p : partitions(conn, cfg)) {
-        if (p.dated && p.to <= cutoff_ms) {
+        if (!p.before && p.to <= cutoff_ms) {
             old.push_back(p);
         }
     }

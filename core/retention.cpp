@@ -2,6 +2,7 @@
 
 #include "error.hpp"
 #include "identifiers.hpp"
+#include "range_partitions.hpp"
 #include "schema.hpp"
 #include "stream.hpp"
 
@@ -15,39 +16,11 @@
 namespace outbox::retention {
 namespace {
 
-struct Partition {
-    std::string name;
-    int64_t from = 0;
-    int64_t to = 0;
-};
-
-int64_t bound_after(const std::string &expr, const char *word) {
-    const size_t at = expr.find(word);
-    if (at == std::string::npos) {
-        return 0;
-    }
-    const char *p = expr.c_str() + at + std::strlen(word);
-    while (*p == '\'') {
-        ++p; // PostgreSQL may print the bound quoted
-    }
-    return std::strtoll(p, nullptr, 10);
-}
+using Partition = ranges::RangePartition;
 
 // The events table's range partitions (not the default), by position.
 std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
-    pg::Result r = conn.exec("SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i"
-                             " JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = CAST($1 AS regclass)",
-                             {stream::events_table(cfg)});
-    std::vector<Partition> out;
-    for (int i = 0; i < r.rows(); ++i) {
-        const std::string expr = std::string(r.get(i, 1));
-        if (expr.find("DEFAULT") != std::string::npos) {
-            continue;
-        }
-        out.push_back({std::string(r.get(i, 0)), bound_after(expr, "FROM ("), bound_after(expr, "TO (")});
-    }
-    std::sort(out.begin(), out.end(), [](const Partition &a, const Partition &b) { return a.from < b.from; });
-    return out;
+    return ranges::list(conn, stream::events_table(cfg));
 }
 
 std::string partition_name(const Config &cfg, int64_t from) {
@@ -76,14 +49,10 @@ void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) 
     conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
 }
 
-int64_t floor_to(int64_t v, int64_t width) {
-    return v >= 0 ? v / width * width : -((-v + width - 1) / width) * width;
-}
-
 void make_partitions(pg::Conn &conn, const Config &cfg) {
     const int64_t width = cfg.outbox_partition_events;
     pg::Result s = conn.exec("SELECT last_value FROM " + stream::position_sequence(cfg));
-    const int64_t current = floor_to(s.get_int(0, 0), width);
+    const int64_t current = ranges::floor_to(s.get_int(0, 0), width);
     const int64_t want_to = current + width * (1 + cfg.outbox_partitions_ahead);
     std::vector<Partition> parts = partitions(conn, cfg);
     if (!parts.empty() && parts.back().to >= want_to) {
@@ -100,7 +69,7 @@ void make_partitions(pg::Conn &conn, const Config &cfg) {
         // The first partition starts where the oldest event is (events moved from version 1 and
         // any written before partitions existed sit in the default partition).
         pg::Result m = conn.exec("SELECT min(position) FROM " + stream::events_table(cfg));
-        from = floor_to(m.is_null(0, 0) ? current : std::min<int64_t>(m.get_int(0, 0), current), width);
+        from = ranges::floor_to(m.is_null(0, 0) ? current : std::min<int64_t>(m.get_int(0, 0), current), width);
     }
     for (; from < want_to; from += width) {
         add_partition(conn, cfg, from, from + width);
@@ -110,26 +79,10 @@ void make_partitions(pg::Conn &conn, const Config &cfg) {
 } // namespace
 
 void ensure_partitions(pg::Conn &conn, const Config &cfg) {
-    if (conn.tx_status() != PQTRANS_IDLE) {
-        make_partitions(conn, cfg); // the caller's transaction (migrate): it may wait
-        return;
-    }
-    for (int attempt = 1;; ++attempt) {
-        try {
-            pg::in_transaction(conn, [&] {
-                conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
-                make_partitions(conn, cfg);
-                return 0;
-            });
-            return;
-        } catch (const Error &e) {
-            constexpr int tries = 20;
-            if (attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
-                throw;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
-        }
-    }
+    ranges::with_short_locks(conn, 20, [&] {
+        make_partitions(conn, cfg);
+        return 0;
+    });
 }
 
 namespace {
@@ -137,39 +90,26 @@ namespace {
 // Drops the partitions in `old` under a short ACCESS EXCLUSIVE lock on the events table, tried
 // 100 ms at a time so writers never queue behind it for longer; checks again under the lock that
 // each is below the cursor and published before the cutoff. Returns (partitions, events) dropped.
-std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old,
-                                 const std::string &older_than_s) {
+std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old) {
     std::vector<int64_t> rows;
     for (const Partition &p : old) {
         rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
     }
-    for (int attempt = 1;; ++attempt) {
-        try {
-            return pg::in_transaction(conn, [&]() -> std::pair<int64_t, int64_t> {
-                conn.exec_simple("SET LOCAL lock_timeout = '100ms'");
-                conn.exec_simple(schema::ddl_lock_sql);
-                conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
-                std::pair<int64_t, int64_t> done{0, 0};
-                for (size_t i = 0; i < old.size(); ++i) {
-                    const std::string name = ident::qualified(cfg.schema, old[i].name);
-                    if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
-                        continue; // another purge dropped it first
-                    }
-                    conn.exec_simple("DROP TABLE " + name);
-                    ++done.first;
-                    done.second += rows[i];
-                }
-                (void)older_than_s;
-                return done;
-            });
-        } catch (const Error &e) {
-            constexpr int tries = 50;
-            if (attempt >= tries || std::string(e.what()).find("SQLSTATE 55P03") == std::string::npos) {
-                throw;
+    return ranges::with_short_locks(conn, 50, [&]() -> std::pair<int64_t, int64_t> {
+        conn.exec_simple(schema::ddl_lock_sql);
+        conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
+        std::pair<int64_t, int64_t> done{0, 0};
+        for (size_t i = 0; i < old.size(); ++i) {
+            const std::string name = ident::qualified(cfg.schema, old[i].name);
+            if (conn.exec("SELECT to_regclass($1) IS NULL", {name}).get(0, 0) == "t") {
+                continue; // another purge dropped it first
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50 * (1 + attempt % 4)));
+            conn.exec_simple("DROP TABLE " + name);
+            ++done.first;
+            done.second += rows[i];
         }
-    }
+        return done;
+    });
 }
 
 // The partitions wholly at or below the cursor whose newest receipt is older than the cutoff.
@@ -224,7 +164,7 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
     ensure_partitions(conn, cfg);
     const std::vector<Partition> old = droppable(conn, cfg, age);
     if (!old.empty()) {
-        const auto [parts, events] = drop(conn, cfg, old, age);
+        const auto [parts, events] = drop(conn, cfg, old);
         res.partitions = parts;
         res.events = events;
         if (on_progress) {
