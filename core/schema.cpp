@@ -222,6 +222,71 @@ BEGIN
 END
 $v1insert$;
 CREATE TRIGGER "{N}_v1_insert" INSTEAD OF INSERT ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_insert"();
+-- The documents' manual retry (UPDATE ... SET status = 'PENDING' WHERE status = 'FAILED' ...) goes on
+-- working: a parked event's status, retry_count, error_message and next_attempt_at can be changed
+-- (a FAILED event set PENDING is due at once unless next_attempt_at is set too), as
+-- `outbox retry-failed` does. An event itself is written once: any other change is refused.
+CREATE FUNCTION "{S}"."{N}_v1_update"() RETURNS trigger LANGUAGE plpgsql AS $v1update$
+BEGIN
+    IF ROW(NEW.position, NEW.outbox_id, NEW.event_type, NEW.aggregate_type, NEW.aggregate_id, NEW.seq, NEW.operation,
+           CAST(NEW.payload AS text), CAST(NEW.previous_payload AS text), CAST(NEW.metadata AS text), NEW.actor,
+           NEW.created_at, NEW.published_at, NEW.idempotency_key)
+       IS DISTINCT FROM
+       ROW(OLD.position, OLD.outbox_id, OLD.event_type, OLD.aggregate_type, OLD.aggregate_id, OLD.seq, OLD.operation,
+           CAST(OLD.payload AS text), CAST(OLD.previous_payload AS text), CAST(OLD.metadata AS text), OLD.actor,
+           OLD.created_at, OLD.published_at, OLD.idempotency_key) THEN
+        RAISE EXCEPTION 'outbox: event % is written once; only a parked event''s status, retry_count, error_message and next_attempt_at can change', OLD.outbox_id
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF ROW(NEW.status, NEW.retry_count, NEW.error_message, NEW.next_attempt_at)
+       IS NOT DISTINCT FROM ROW(OLD.status, OLD.retry_count, OLD.error_message, OLD.next_attempt_at) THEN
+        RETURN NEW;
+    END IF;
+    IF OLD.position < 0 OR OLD.status = 'PUBLISHED' THEN
+        RAISE EXCEPTION 'outbox: event % is published; `outbox replay` publishes an aggregate''s events again', OLD.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF NEW.status IS NULL OR NEW.status NOT IN ('PENDING', 'FAILED') THEN
+        RAISE EXCEPTION 'outbox: a parked event''s status can be PENDING or FAILED, not %', COALESCE(NEW.status, 'NULL')
+            USING ERRCODE = 'check_violation';
+    END IF;
+    UPDATE {PARK} p SET status = NEW.status, retry_count = NEW.retry_count, error_message = NEW.error_message,
+           next_attempt_at = CASE WHEN NEW.next_attempt_at IS DISTINCT FROM OLD.next_attempt_at THEN NEW.next_attempt_at
+                                  WHEN OLD.status = 'FAILED' AND NEW.status = 'PENDING' THEN now()
+                                  ELSE p.next_attempt_at END
+     WHERE p.position = OLD.position;
+    IF NOT FOUND THEN
+        -- Not parked (any more): a pending event above the relay's cursor has nothing to change.
+        RAISE EXCEPTION 'outbox: event % is not parked (it is pending, waiting for the relay); nothing of it can change', OLD.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    RETURN NEW;
+END
+$v1update$;
+CREATE TRIGGER "{N}_v1_update" INSTEAD OF UPDATE ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_update"();
+-- The documents' cleanup (DELETE ... WHERE status = 'PUBLISHED' AND published_at < ...) goes on working,
+-- row by row; `outbox purge` drops whole partitions instead. An event not yet published is never deleted.
+CREATE FUNCTION "{S}"."{N}_v1_delete"() RETURNS trigger LANGUAGE plpgsql AS $v1delete$
+BEGIN
+    IF OLD.status IS DISTINCT FROM 'PUBLISHED' THEN
+        RAISE EXCEPTION 'outbox: event % is not published; deleting it would lose it', OLD.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF OLD.position < 0 THEN
+        DELETE FROM {V1} WHERE outbox_id = OLD.outbox_id;
+    ELSE
+        DELETE FROM {E} WHERE position = OLD.position;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF OLD.idempotency_key IS NOT NULL THEN
+        DELETE FROM {KEYS} WHERE idempotency_key = OLD.idempotency_key AND outbox_id = OLD.outbox_id;
+    END IF;
+    RETURN OLD;
+END
+$v1delete$;
+CREATE TRIGGER "{N}_v1_delete" INSTEAD OF DELETE ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_delete"();
 )SQL",
 };
 

@@ -17,7 +17,8 @@
 --                    owner's purge do; it says so once in its log).
 --   outbox_consumer  consumers: their inbox, its positions and (partitioned subscribers) the
 --                    membership tables only; nothing of the outbox.
---   outbox_operator  stats, retry-failed, purge, replay, purge-inbox.
+--   outbox_operator  stats, retry-failed, purge, replay, purge-inbox; the documents' manual retry
+--                    and cleanup statements on the outbox view.
 --
 -- The owner (who runs `outbox migrate`) keeps DDL; none of these roles can create or alter.
 
@@ -81,7 +82,11 @@ GRANT SELECT, INSERT ON :"schema".:"partitionings_table" TO outbox_consumer;
 -- operator
 GRANT SELECT ON :"schema".:"outbox_table", :"schema".:"events_table", :"schema".:"relay_table",
                 :"schema".:"receipts_table", :"schema".:"keys_table" TO outbox_operator;
-GRANT SELECT, UPDATE (status, next_attempt_at) ON :"schema".:"parked_table" TO outbox_operator;
+GRANT SELECT, UPDATE (status, next_attempt_at, retry_count, error_message) ON :"schema".:"parked_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"outbox_v1_table" TO outbox_operator;
+-- The documents' manual retry and cleanup statements, through the view's triggers: a parked event's
+-- retry columns, and published events deleted row by row (the trigger refuses any other).
+GRANT UPDATE, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
+GRANT DELETE ON :"schema".:"events_table", :"schema".:"keys_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;

@@ -414,6 +414,65 @@ TEST_F(AdminTest, RetryFailedMovesExactlyTheSelectedRows) {
     EXPECT_THROW(outbox::admin::retry_failed(*db, cfg, "", "not-a-uuid", 0), outbox::Error);
 }
 
+// The documents' own operator statements, run on the outbox (a view in storage version 2): the
+// manual retry resets failed events, the cleanup deletes old published ones, and nothing else of
+// an event can be changed or deleted.
+TEST_F(AdminTest, TheDocumentsRetryAndCleanupStatementsWorkOnTheView) {
+    const std::string failed_few = insert_row("PRD", "p1", 1, "FAILED", 100, -1, 3, "boom");
+    const std::string failed_many = insert_row("PRD", "p2", 1, "FAILED", 100, -1, 9, "boom");
+    const std::string old_published = insert_row("USR", "u1", 1, "PUBLISHED", 90000, 86400 * 40);
+    const std::string new_published = insert_row("USR", "u2", 1, "PUBLISHED", 60, 30);
+    const std::string pending = insert_row("ORD", "o1", 1, "PENDING", 10);
+    auto row = [&](const std::string &id) {
+        outbox::pg::Result r =
+            db->exec("SELECT status, retry_count, coalesce(error_message, '-'), next_attempt_at <= now()"
+                     " FROM " +
+                         table() + " WHERE outbox_id = CAST($1 AS uuid)",
+                     {id});
+        if (r.rows() == 0) {
+            return std::string("gone");
+        }
+        return std::string(r.get(0, 0)) + "/" + std::string(r.get(0, 1)) + "/" + std::string(r.get(0, 2)) + "/" +
+               std::string(r.get(0, 3));
+    };
+    auto count = [&](const std::string &sql) { return std::strtoll(db->exec_simple(sql).cmd_tuples(), nullptr, 10); };
+    db->exec_simple("UPDATE " + table() + " SET next_attempt_at = now() + interval '1 hour' WHERE outbox_id = '" +
+                    failed_few + "'");
+    // The documents' "Retry failed events (reset to pending)".
+    EXPECT_EQ(count("UPDATE " + table() +
+                    " SET status = 'PENDING', error_message = NULL WHERE status = 'FAILED' AND retry_count < 5"),
+              1);
+    EXPECT_EQ(row(failed_few), "PENDING/3/-/t"); // due at once
+    EXPECT_EQ(row(failed_many), "FAILED/9/boom/t");
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + outbox::stream::parked_table(cfg) +
+                          " WHERE status = 'PENDING' AND error_message IS NULL AND next_attempt_at <= now()"),
+              1);
+    // The documents' cleanup, in PostgreSQL's words: only the old published event goes.
+    EXPECT_EQ(
+        count("DELETE FROM " + table() + " WHERE status = 'PUBLISHED' AND published_at < now() - interval '30 days'"),
+        1);
+    EXPECT_EQ(row(old_published), "gone");
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + events() + " WHERE outbox_id = '" + old_published + "'"), 0);
+    EXPECT_EQ(row(new_published), "PUBLISHED/0/-/t");
+    // Refused, with nothing changed: an event's content, a published event's status, a pending
+    // event, and deleting anything not published.
+    for (const std::string &sql :
+         {"UPDATE " + table() + " SET payload = '{}' WHERE outbox_id = '" + failed_many + "'",
+          "UPDATE " + table() + " SET status = 'PENDING' WHERE outbox_id = '" + new_published + "'",
+          "UPDATE " + table() + " SET status = 'FAILED' WHERE outbox_id = '" + pending + "'",
+          "UPDATE " + table() + " SET status = 'DONE' WHERE outbox_id = '" + failed_many + "'",
+          "DELETE FROM " + table() + " WHERE outbox_id = '" + pending + "'",
+          "DELETE FROM " + table() + " WHERE status = 'FAILED'"}) {
+        EXPECT_THROW(db->exec_simple(sql), outbox::Error) << sql;
+    }
+    EXPECT_EQ(row(failed_many), "FAILED/9/boom/t");
+    EXPECT_EQ(row(pending), "PENDING/0/-/t");
+    EXPECT_EQ(row(new_published), "PUBLISHED/0/-/t");
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table()), 4);
+    // A statement that changes nothing is no error.
+    EXPECT_EQ(count("UPDATE " + table() + " SET status = status WHERE outbox_id = '" + new_published + "'"), 1);
+}
+
 TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     // Partitions of 1,000 positions: OLD fills [1000, 4000), published 31 days ago; NEW and the
     // parked KEEP events share [4000, 5000) with the live writes that follow.
@@ -475,14 +534,14 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE to_position < 4000"), 0) << "their receipts went too";
-    for (const char *gone : {"_events_p000000000001", "_events_p000000000002", "_events_p000000000003"}) {
+    for (const char *gone : {"_e00000000001000", "_e00000000002000", "_e00000000003000"}) {
         EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
                               "' AS regnamespace) AND relname = '" + cfg.table + gone + "'"),
                   0)
             << gone;
     }
     EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
-                          "' AS regnamespace) AND relname = '" + cfg.table + "_events_p000000000004'"),
+                          "' AS regnamespace) AND relname = '" + cfg.table + "_e00000000004000'"),
               1);
 
     // The CLI: NEW was published a day ago, but its partition still holds events above the cursor
