@@ -325,21 +325,24 @@ std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
 
 void Relay::discard_prefetch() noexcept {}
 
-// Every 10 s the active relay makes the events partitions ahead of the writers. A role that may not
-// (least privilege) leaves it to outbox migrate and purge: the default partition holds the events
-// meanwhile, and nothing is lost.
+// Every 10 s, and as soon as the events read come within a partition of the last one's end, the
+// active relay makes the events partitions ahead of the writers (so small partitions filling fast
+// do not overflow into the default one). A role that may not (least privilege) leaves it to
+// outbox migrate and purge: the default partition holds the events meanwhile, and nothing is lost.
 void Relay::maintain_partitions(pg::Conn &db) {
     const auto now = Clock::now();
-    if (now < next_partition_check_) {
+    const bool near_end = partitions_end_ > 0 && progress_.frontier() + cfg_.outbox_partition_events >= partitions_end_;
+    if (now < next_partition_check_ && !near_end) {
         return;
     }
     next_partition_check_ = now + std::chrono::seconds(10);
     try {
-        retention::ensure_partitions(db, cfg_);
+        partitions_end_ = retention::ensure_partitions(db, cfg_);
     } catch (const Error &e) {
         if (!db.ok()) {
             throw;
         }
+        partitions_end_ = 0; // until the next check, every 10 s
         db.rollback_quietly();
         log(LogLevel::warn,
             std::string("cannot make the outbox's partitions ahead (outbox migrate or purge will): ") + e.what());

@@ -167,6 +167,7 @@ class Relay {
     int64_t stored_cursor_ = -1;
     std::set<std::pair<std::string, std::string>> parked_aggs_;
     std::chrono::steady_clock::time_point next_partition_check_{};
+    int64_t partitions_end_ = 0; // where the events partitions end, as last seen (0: not known)
     std::atomic<bool> stop_{false};
     int stop_pipe_[2] = {-1, -1};
     std::mt19937_64 rng_;

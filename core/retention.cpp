@@ -23,10 +23,17 @@ std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
     return ranges::list(conn, stream::events_table(cfg));
 }
 
+// Named by the first position it holds, so a changed outbox.partition_events never makes a name
+// twice; "_e" and 14 digits stay within the suffix length identifiers leave room for
+// (ident::max_suffix) until position 10^14.
 std::string partition_name(const Config &cfg, int64_t from) {
     char buf[40];
-    std::snprintf(buf, sizeof buf, "_events_p%012lld", static_cast<long long>(from / cfg.outbox_partition_events));
-    return cfg.table + buf;
+    std::snprintf(buf, sizeof buf, "_e%014lld", static_cast<long long>(from));
+    std::string name = cfg.table + buf;
+    if (name.size() > 63) {
+        fail(Errc::invalid_argument, "the events table's partition name " + name + " is longer than 63 bytes");
+    }
+    return name;
 }
 
 // One partition [from, to): made detached, filled with the rows the default partition holds for
@@ -49,14 +56,14 @@ void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) 
     conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
 }
 
-void make_partitions(pg::Conn &conn, const Config &cfg) {
+int64_t make_partitions(pg::Conn &conn, const Config &cfg) {
     const int64_t width = cfg.outbox_partition_events;
     pg::Result s = conn.exec("SELECT last_value FROM " + stream::position_sequence(cfg));
     const int64_t current = ranges::floor_to(s.get_int(0, 0), width);
     const int64_t want_to = current + width * (1 + cfg.outbox_partitions_ahead);
     std::vector<Partition> parts = partitions(conn, cfg);
     if (!parts.empty() && parts.back().to >= want_to) {
-        return; // the common case: nothing to make, no lock taken
+        return parts.back().to; // the common case: nothing to make, no lock taken
     }
     conn.exec_simple(schema::ddl_lock_sql); // another relay, migrate or purge may be making the same ones
     // Writers wait while partitions are attached: an insert routed to the default partition by a
@@ -74,15 +81,13 @@ void make_partitions(pg::Conn &conn, const Config &cfg) {
     for (; from < want_to; from += width) {
         add_partition(conn, cfg, from, from + width);
     }
+    return from;
 }
 
 } // namespace
 
-void ensure_partitions(pg::Conn &conn, const Config &cfg) {
-    ranges::with_short_locks(conn, 20, [&] {
-        make_partitions(conn, cfg);
-        return 0;
-    });
+int64_t ensure_partitions(pg::Conn &conn, const Config &cfg) {
+    return ranges::with_short_locks(conn, 20, [&] { return make_partitions(conn, cfg); });
 }
 
 namespace {

@@ -15,7 +15,8 @@ namespace outbox::retention {
 // Makes the events partitions up to outbox.partitions_ahead past the one the position sequence
 // is in, moving any rows the default partition holds for them. Takes the migrations' advisory
 // lock; on an idle connection in a transaction of its own. Cheap when nothing is missing.
-void ensure_partitions(pg::Conn &conn, const Config &cfg);
+// Returns the end of the last partition (positions below it have one).
+int64_t ensure_partitions(pg::Conn &conn, const Config &cfg);
 
 struct PurgeResult {
     int64_t partitions = 0; // events partitions dropped

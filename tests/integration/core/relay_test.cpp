@@ -288,6 +288,37 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
 // holds the gap got its id after the one that commits the positions around it, so the read's
 // snapshot lists no running transaction at all (its xmax is the latest completed id + 1): the gap
 // must still wait for the writer, and its event goes out, in order, once it commits.
+// Small partitions filling faster than the relay's 10-second check: the relay makes the next ones
+// as soon as what it reads comes within a partition of the end, so no event lands in the default
+// partition (where making a partition later would have to move it).
+TEST_F(RelayTest, PartitionsAreMadeAheadAsTheEventsReadNearTheirEnd) {
+    Collector queue(cfg.exchange);
+    const std::string dflt = "\"" + cfg.schema + "\"." + cfg.table + "_events_default";
+    outbox::pg::Result parts = db->exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent ="
+                                        " CAST($1 AS regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE"
+                                        " '%default%'",
+                                        {events()});
+    for (int i = 0; i < parts.rows(); ++i) {
+        db->exec_simple("DROP TABLE " + std::string(parts.get(i, 0))); // made by migrate at the default width
+    }
+    cfg.set("outbox.partition_events", "1000");
+    cfg.set("outbox.partitions_ahead", "1");
+    outbox::Relay relay(cfg);
+    relay.step(); // the first check: partitions from the current position, 1 ahead
+    const long before =
+        scalar_long("SELECT count(*) FROM pg_inherits WHERE inhparent = CAST('" + events() + "' AS regclass)");
+    int published = 0;
+    for (int round = 0; round < 12; ++round) { // 4,800 events within a few seconds
+        write_events(400, 50, "p" + std::to_string(round));
+        published += static_cast<int>(drain(relay).published);
+        ASSERT_EQ(scalar_long("SELECT count(*) FROM " + dflt), 0) << "round " << round;
+    }
+    EXPECT_EQ(published, 4800);
+    EXPECT_GE(scalar_long("SELECT count(*) FROM pg_inherits WHERE inhparent = CAST('" + events() + "' AS regclass)"),
+              before + 4);
+    EXPECT_EQ(queue.collect(4800).size(), 4800U);
+}
+
 TEST_F(RelayTest, AGapHeldByAYoungerTransactionWaitsForItsCommit) {
     Collector queue(cfg.exchange);
     outbox::pg::Conn older = outbox::pg::Conn::open(pg_url());
