@@ -270,6 +270,32 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     }
     EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + t), "3");
     outbox_db_close(w);
+
+    // The operator runs the documents' manual retry and cleanup on the view, and nothing more: one
+    // event parked FAILED (as the relay would leave it), set PENDING again; the others deleted.
+    const std::string op = login_role("o", pw, "IN ROLE outbox_operator");
+    const std::string parked = "\"" + schema + "\".outbox_parked";
+    scalar(pg_url(), "INSERT INTO " + parked + " SELECT e.*, 'FAILED', 7, 'boom', now(), now() FROM " + events +
+                         " e WHERE outbox_id = '" + ids[1] + "'");
+    EXPECT_EQ(scalar(pg_url_as(op, pw), "WITH u AS (UPDATE " + t +
+                                            " SET status = 'PENDING', error_message = NULL WHERE status = 'FAILED'"
+                                            " AND retry_count < 10 RETURNING 1) SELECT count(*) FROM u"),
+              "1");
+    EXPECT_EQ(scalar(pg_url(), "SELECT status || '/' || coalesce(error_message, '-') FROM " + parked), "PENDING/-");
+    for (const std::string &refused :
+         {"UPDATE " + parked + " SET payload = '{}'", "INSERT INTO " + events + " SELECT * FROM " + events,
+          "UPDATE " + events + " SET seq = 0", "DROP TABLE " + events, "TRUNCATE " + events}) {
+        const std::string got = scalar(pg_url_as(op, pw), refused);
+        EXPECT_TRUE(got.find("permission denied") != std::string::npos ||
+                    got.find("must be owner") != std::string::npos)
+            << refused << " -> " << got;
+    }
+    const std::string changed = scalar(pg_url_as(op, pw), "UPDATE " + t + " SET payload = '{}'");
+    EXPECT_NE(changed.find("written once"), std::string::npos) << changed;
+    EXPECT_EQ(scalar(pg_url_as(op, pw),
+                     "WITH d AS (DELETE FROM " + t + " WHERE status = 'PUBLISHED' RETURNING 1) SELECT count(*) FROM d"),
+              "2");
+    EXPECT_EQ(scalar(pg_url(), "SELECT outbox_id FROM " + t), ids[1]) << "the pending one stays";
 }
 
 // ================================================================ TLS
