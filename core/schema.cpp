@@ -264,17 +264,15 @@ BEGIN
 END
 $v1update$;
 CREATE TRIGGER "{N}_v1_update" INSTEAD OF UPDATE ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_update"();
--- The documents' cleanup (DELETE ... WHERE status = 'PUBLISHED' AND published_at < ...) goes on working,
--- row by row; `outbox purge` drops whole partitions instead. An event not yet published is never deleted.
+-- The documents' cleanup (DELETE ... WHERE status = 'PUBLISHED' AND published_at < ...) goes on
+-- working, row by row (`outbox purge` drops whole partitions instead). As with version 1's table,
+-- deleting an event not yet published discards it: the relay passes over it.
 CREATE FUNCTION "{S}"."{N}_v1_delete"() RETURNS trigger LANGUAGE plpgsql AS $v1delete$
 BEGIN
-    IF OLD.status IS DISTINCT FROM 'PUBLISHED' THEN
-        RAISE EXCEPTION 'outbox: event % is not published; deleting it would lose it', OLD.outbox_id
-            USING ERRCODE = 'object_not_in_prerequisite_state';
-    END IF;
     IF OLD.position < 0 THEN
         DELETE FROM {V1} WHERE outbox_id = OLD.outbox_id;
     ELSE
+        DELETE FROM {PARK} WHERE position = OLD.position;
         DELETE FROM {E} WHERE position = OLD.position;
     END IF;
     IF NOT FOUND THEN

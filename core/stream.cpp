@@ -85,11 +85,15 @@ void Progress::observe(const std::vector<int64_t> &rechecked, const std::vector<
         retry_.erase(p);
     }
     // A gap still missing is final once every transaction running at the read that noticed it
-    // has ended. Retries are visible events: they stay until handled.
+    // has ended. A retry was a visible event: missing now, it was deleted (through the outbox
+    // view), so there is nothing left to publish and it must not hold the cursor back.
     for (int64_t p : rechecked) {
         auto g = gaps_.find(p);
         if (g != gaps_.end() && g->second != 0 && g->second <= snap.xmin) {
             gaps_.erase(g);
+        }
+        if (retry_.count(p) > 0 && std::find(found_again.begin(), found_again.end(), p) == found_again.end()) {
+            retry_.erase(p);
         }
     }
     int64_t prev = frontier_;

@@ -85,8 +85,8 @@ GRANT SELECT ON :"schema".:"outbox_table", :"schema".:"events_table", :"schema".
 GRANT SELECT, UPDATE (status, next_attempt_at, retry_count, error_message) ON :"schema".:"parked_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"outbox_v1_table" TO outbox_operator;
 -- The documents' manual retry and cleanup statements, through the view's triggers: a parked event's
--- retry columns, and published events deleted row by row (the trigger refuses any other).
+-- retry columns, and events deleted row by row (the trigger refuses any other change).
 GRANT UPDATE, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
-GRANT DELETE ON :"schema".:"events_table", :"schema".:"keys_table" TO outbox_operator;
+GRANT DELETE ON :"schema".:"events_table", :"schema".:"keys_table", :"schema".:"parked_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;

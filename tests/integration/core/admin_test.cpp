@@ -415,8 +415,8 @@ TEST_F(AdminTest, RetryFailedMovesExactlyTheSelectedRows) {
 }
 
 // The documents' own operator statements, run on the outbox (a view in storage version 2): the
-// manual retry resets failed events, the cleanup deletes old published ones, and nothing else of
-// an event can be changed or deleted.
+// manual retry resets failed events, the cleanup deletes old published ones, an event's content
+// cannot change, and deleting events not yet published discards them as version 1's table did.
 TEST_F(AdminTest, TheDocumentsRetryAndCleanupStatementsWorkOnTheView) {
     const std::string failed_few = insert_row("PRD", "p1", 1, "FAILED", 100, -1, 3, "boom");
     const std::string failed_many = insert_row("PRD", "p2", 1, "FAILED", 100, -1, 9, "boom");
@@ -455,20 +455,24 @@ TEST_F(AdminTest, TheDocumentsRetryAndCleanupStatementsWorkOnTheView) {
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + events() + " WHERE outbox_id = '" + old_published + "'"), 0);
     EXPECT_EQ(row(new_published), "PUBLISHED/0/-/t");
     // Refused, with nothing changed: an event's content, a published event's status, a pending
-    // event, and deleting anything not published.
+    // event's status, a status that is none.
     for (const std::string &sql :
          {"UPDATE " + table() + " SET payload = '{}' WHERE outbox_id = '" + failed_many + "'",
           "UPDATE " + table() + " SET status = 'PENDING' WHERE outbox_id = '" + new_published + "'",
           "UPDATE " + table() + " SET status = 'FAILED' WHERE outbox_id = '" + pending + "'",
-          "UPDATE " + table() + " SET status = 'DONE' WHERE outbox_id = '" + failed_many + "'",
-          "DELETE FROM " + table() + " WHERE outbox_id = '" + pending + "'",
-          "DELETE FROM " + table() + " WHERE status = 'FAILED'"}) {
+          "UPDATE " + table() + " SET status = 'DONE' WHERE outbox_id = '" + failed_many + "'"}) {
         EXPECT_THROW(db->exec_simple(sql), outbox::Error) << sql;
     }
     EXPECT_EQ(row(failed_many), "FAILED/9/boom/t");
     EXPECT_EQ(row(pending), "PENDING/0/-/t");
     EXPECT_EQ(row(new_published), "PUBLISHED/0/-/t");
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table()), 4);
+    // As with version 1's table, deleting an event not yet published discards it, parked or not.
+    EXPECT_EQ(count("DELETE FROM " + table() + " WHERE outbox_id = '" + pending + "' OR status = 'FAILED'"), 2);
+    EXPECT_EQ(row(pending), "gone");
+    EXPECT_EQ(row(failed_many), "gone");
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + outbox::stream::parked_table(cfg)), 1);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + events()), 2);
     // A statement that changes nothing is no error.
     EXPECT_EQ(count("UPDATE " + table() + " SET status = status WHERE outbox_id = '" + new_published + "'"), 1);
 }

@@ -1,0 +1,68 @@
+// The relay's bookkeeping of positions (core/stream.hpp, Progress): pure logic, no services.
+#include "stream.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using outbox::stream::Progress;
+using outbox::stream::Snapshot;
+
+Snapshot snap(uint64_t xmin) {
+    Snapshot s;
+    s.xmin = xmin;
+    s.xmax = xmin;
+    return s;
+}
+
+TEST(Progress, TheCursorStopsBelowAGapUntilItIsFinal) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 2, 4}, snap(100)); // 3 is missing: a write in flight or rolled back
+    EXPECT_EQ(p.advance(), 2);
+    p.set_bound(150);
+    p.observe(p.recheck(10), {}, {}, snap(120)); // a transaction older than the bound still runs
+    EXPECT_EQ(p.advance(), 2);
+    p.observe(p.recheck(10), {}, {}, snap(150));
+    EXPECT_EQ(p.advance(), 4);
+}
+
+TEST(Progress, AGapFilledLateIsReadAndKeptUntilHandled) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 3}, snap(10));
+    p.set_bound(20);
+    p.observe(p.recheck(10), {2}, {}, snap(15));
+    p.retry(2); // read, not yet confirmed
+    EXPECT_EQ(p.advance(), 1);
+    p.observe(p.recheck(10), {2}, {}, snap(30));
+    p.retry(2);
+    EXPECT_EQ(p.advance(), 1) << "a retry found again holds the cursor";
+}
+
+TEST(Progress, ARetryThatIsNoLongerThereWasDeletedAndNoLongerHoldsTheCursor) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 2, 3}, snap(10));
+    p.retry(2);
+    EXPECT_EQ(p.advance(), 1);
+    ASSERT_EQ(p.recheck(10), std::vector<int64_t>{2});
+    p.observe({2}, {}, {}, snap(11)); // deleted through the outbox view
+    EXPECT_EQ(p.advance(), 3);
+    EXPECT_TRUE(p.recheck(10).empty());
+}
+
+TEST(Progress, WhatReceiptsAndParkedEventsHoldAboveTheCursorIsDone) {
+    Progress p;
+    p.load(5, {{7, 9}}, {6, 12});
+    EXPECT_TRUE(p.done(5));
+    EXPECT_TRUE(p.done(6));
+    EXPECT_TRUE(p.done(8));
+    EXPECT_FALSE(p.done(10));
+    EXPECT_TRUE(p.done(12));
+    p.observe({}, {}, {10, 11, 13}, snap(1)); // 6..9 and 12 are done, not gaps
+    EXPECT_EQ(p.gaps(), 0U);
+    EXPECT_EQ(p.advance(), 13);
+}
+
+} // namespace
