@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -280,8 +281,8 @@ void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
     }
 }
 
-// The stream: gaps and retries again, then the events past the frontier, in position order. One
-// autocommit statement: an idle relay's poll.
+// The stream: gaps and retries again, then the events past the frontier, in position order (those
+// only when every retry is read again). One autocommit statement: an idle relay's poll.
 void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
     const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
     std::string list = "{";
@@ -290,7 +291,9 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
     }
     list += "}";
     const int64_t frontier = progress_.frontier();
-    pg::Result r = db.exec_cached(read_sql_, {list, std::to_string(frontier), std::to_string(std::max(limit, 1))});
+    // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
+    const int64_t read_past = progress_.covers_retries(again) ? frontier : std::numeric_limits<int64_t>::max();
+    pg::Result r = db.exec_cached(read_sql_, {list, std::to_string(read_past), std::to_string(std::max(limit, 1))});
     const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;

@@ -74,6 +74,11 @@ std::vector<int64_t> Progress::recheck(size_t limit) const {
     return out;
 }
 
+bool Progress::covers_retries(const std::vector<int64_t> &rechecked) const {
+    const auto n = std::count_if(rechecked.begin(), rechecked.end(), [this](int64_t p) { return retry_.count(p) > 0; });
+    return static_cast<size_t>(n) == retry_.size();
+}
+
 bool Progress::done(int64_t position) const {
     return position <= cursor_ || done_.count(position) > 0;
 }
