@@ -2,10 +2,10 @@
 // instances (threads, each its own outbox_consumer with its own broker and database connections,
 // through the public C API), a handler that sleeps --part-handler-ms and writes one effect row in
 // the consumer's transaction (its session with synchronous_commit=off), --part-events events over
-// --part-aggregates aggregates published by the relay before the instances start. Timed from starting the instances to the last effect.
-// Checks: every event's effect exactly once, and per aggregate the effects applied in seq order
-// with nothing skipped (first deliveries; the effect row is only written on a first delivery).
-// Targets: 2 instances >= 1.8 x 1, 4 instances >= 3 x 1 (ratios of the same run).
+// --part-aggregates aggregates published by the relay before the instances start. Timed from starting the instances to
+// the last effect. Checks: every event's effect exactly once, and per aggregate the effects applied in seq order with
+// nothing skipped (first deliveries; the effect row is only written on a first delivery). Targets: 2 instances >= 1.8 x
+// 1, 4 instances >= 3 x 1 (ratios of the same run).
 #include "../scenarios.hpp"
 
 #include "../support/config.hpp"
@@ -163,10 +163,11 @@ Row part_point(Bench &b, long k) {
         outbox_config_free(in->cfg);
     }
     check_interrupt();
-    expect(run, !stalled, key + ": no 30 s without progress (" + std::to_string(sh.handled.load()) + " of " +
-                              std::to_string(g.count) + ")");
-    auto once = b.pg.query("SELECT count(*), count(DISTINCT outbox_id) FROM " + effects + " WHERE consumer = $1",
-                           {sh.name});
+    expect(run, !stalled,
+           key + ": no 30 s without progress (" + std::to_string(sh.handled.load()) + " of " + std::to_string(g.count) +
+               ")");
+    auto once =
+        b.pg.query("SELECT count(*), count(DISTINCT outbox_id) FROM " + effects + " WHERE consumer = $1", {sh.name});
     const bool exactly_once = once->get_ll(0, 0) == g.count && once->get_ll(0, 1) == g.count;
     expect(run, exactly_once,
            key + ": every effect exactly once (" + once->get(0, 0) + " effects, " + once->get(0, 1) + " distinct)");
@@ -175,8 +176,8 @@ Row part_point(Bench &b, long k) {
             " WHERE consumer = $1) x WHERE (prev IS NULL AND seq <> 1) OR (prev IS NOT NULL AND seq <> prev + 1)",
         {sh.name});
     const long violations = order->get_ll(0, 0);
-    expect(run, violations == 0, key + ": per-aggregate order in first deliveries (" + std::to_string(violations) +
-                                     " violations)");
+    expect(run, violations == 0,
+           key + ": per-aggregate order in first deliveries (" + std::to_string(violations) + " violations)");
     remove_topology(b, sh.name);
 
     Row r;

@@ -1,12 +1,12 @@
 // Z: the relay's drain at size (issue 19, goal 2). --size-beneath events already published fill the
-// outbox first (server-side, in chunks; 10 per aggregate, with their counters), as months of
-// history would; then a 10k backlog and a --size-backlog one are written on top and drained by the
-// relay (the drain child, as in D). Targets: the large drain >= 0.85 x B, and >= 0.85 x the 10k
-// drain (the one on the same table, and D's 10k drain on an empty table when D ran too).
-// Then retention at that size (goal 3): writers at 50% of their maximum rate and the relay daemon
-// run while `outbox_purge_published` removes the oldest 10k, then the oldest 10% of the events.
-// Targets: the large removal takes no longer than 1.5 x the small one; writers' p99 commit latency
-// during it within 1.2 x their p99 before it; the table's size on disk shrinks by the share removed.
+// events table first (server-side, a partition at a time; 10 per aggregate, with their counters,
+// receipts and the relay's cursor past them), as months of history would; then a 10k backlog and a --size-backlog one
+// are written on top and drained by the relay (the drain child, as in D). Targets: the large drain >= 0.85 x B, and >=
+// 0.85 x the 10k drain (the one on the same table, and D's 10k drain on an empty table when D ran too). Then retention
+// at that size (goal 3): writers at 50% of their maximum rate and the relay daemon run while `outbox_purge_published`
+// removes the oldest 10k (the first partition), then the next 10% of the events (the next partition: partitions of
+// --size-beneath / 10 positions here). Targets: the large removal takes no longer than 1.5 x the small one; writers'
+// p99 commit latency during it within 1.2 x their p99 before it; the table's size on disk shrinks by the share removed.
 // Only when named: filling 10M events of 1 KB writes some 15 GB.
 #include "../scenarios.hpp"
 
@@ -22,30 +22,72 @@ namespace bench {
 
 namespace {
 
-// n published events: ids 00000000-00ff-7000-8000-<index>, aggregates z<index / 10>, seq 1..10,
-// created a millisecond apart a month ago, published 5 ms after; one payload of --payload-bytes.
-void fill_published(Bench &b, long n) {
-    const std::string t = table_of(b.run, "outbox");
+// Where Z puts its events (storage version 2): partitions of `width` positions from `base`; the
+// published events start `small` positions before the end of the first, so the oldest `small`
+// fill that partition and the next `width` the one after it. Removing the oldest `small`, then the
+// oldest `width`, is one partition drop each: the bench sees whether a drop's time depends on its rows.
+struct Layout {
+    long width = 0, small = 0;
+    long long base = 0, first = 0; // first: the position of the oldest published event
+};
+
+// Drops the events table's (empty) partitions and makes them anew at `width`, from a boundary
+// above every position used so far, far enough to hold the history and the backlogs on top.
+Layout make_layout(Bench &b, long total, long small, long above) {
+    Layout l;
+    l.width = std::max(1000L, total / 10);
+    l.small = small;
+    const std::string events = table_of(b.run, "outbox_events");
+    drop_event_partitions(b.pg, b.run);
+    const long long used =
+        b.pg.query("SELECT greatest((SELECT last_value FROM " + table_of(b.run, "outbox_position_seq") +
+                   "), (SELECT cursor FROM " + table_of(b.run, "outbox_relay") + " WHERE name = 'default'))")
+            ->get_ll(0, 0);
+    l.base = (used / l.width + 1) * l.width;
+    l.first = l.base + l.width - small;
+    char name[64];
+    for (long long from = l.base; from < l.first + total + above + 2 * l.width; from += l.width) {
+        std::snprintf(name, sizeof name, "outbox_e%014lld", from);
+        b.pg.exec("CREATE TABLE " + table_of(b.run, name) + " PARTITION OF " + events + " FOR VALUES FROM (" +
+                  std::to_string(from) + ") TO (" + std::to_string(from + l.width) + ")");
+    }
+    return l;
+}
+
+// n published events at positions l.first...: ids 00000000-00ff-7000-8000-<index>, aggregates
+// z<index / 10>, seq 1..10, created a millisecond apart a month ago; one receipt per partition,
+// published 5 ms after its newest event; the relay's cursor past them all; one payload of --payload-bytes.
+void fill_published(Bench &b, const Layout &l, long n) {
+    const std::string events = table_of(b.run, "outbox_events");
     Generator g = b.events(0x00ff, 'z', 1, 1);
     std::string payload;
     g.payload(payload, 0);
-    constexpr long kChunk = 500000;
     const auto t0 = Clock::now();
-    for (long from = 0; from < n; from += kChunk) {
-        const long to = std::min(n, from + kChunk) - 1;
-        b.pg.query("INSERT INTO " + t +
-                       " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, metadata,"
-                       " actor, created_at, published_at, status, next_attempt_at) "
-                       "SELECT CAST('00000000-00ff-7000-8000-' || lpad(to_hex(i), 12, '0') AS uuid), 'ProductUpdated',"
-                       " $1, 'z' || lpad(CAST(i / 10 AS text), 9, '0'), i % 10 + 1, 'PUT', CAST($2 AS json),"
-                       " CAST($3 AS json), $4, c, c + interval '5 ms', 'PUBLISHED', c "
-                       "FROM generate_series(CAST($5 AS bigint), CAST($6 AS bigint)) AS i,"
-                       " LATERAL (SELECT now() - interval '30 days' + i * interval '1 ms' AS c) AS x",
+    long from = 0;
+    while (from < n) {
+        // One partition's share at a time: the first holds l.small, the others l.width.
+        const long to = std::min(n, from == 0 ? l.small : from + l.width) - 1;
+        b.pg.query("INSERT INTO " + events +
+                       " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload,"
+                       " metadata, actor, created_at) "
+                       "SELECT CAST($7 AS bigint) + i, CAST('00000000-00ff-7000-8000-' || lpad(to_hex(i), 12, '0')"
+                       " AS uuid), 'ProductUpdated', $1, 'z' || lpad(CAST(i / 10 AS text), 9, '0'), i % 10 + 1, 'PUT',"
+                       " CAST($2 AS json), CAST($3 AS json), $4, now() - interval '30 days' + i * interval '1 ms' "
+                       "FROM generate_series(CAST($5 AS bigint), CAST($6 AS bigint)) AS i",
                    {Generator::aggregate_type(), payload, Generator::metadata(), Generator::user(),
-                    std::to_string(from), std::to_string(to)});
-        progress("Z: " + std::to_string(to + 1) + " of " + std::to_string(n) + " published events written (" +
+                    std::to_string(from), std::to_string(to), std::to_string(l.first)});
+        b.pg.query("INSERT INTO " + table_of(b.run, "outbox_receipts") +
+                       " (from_position, to_position, published_at) VALUES (CAST($1 AS bigint) + CAST($2 AS bigint),"
+                       " CAST($1 AS bigint) + CAST($3 AS bigint), now() - interval '30 days' + CAST($3 AS bigint) *"
+                       " interval '1 ms' + interval '5 ms')",
+                   {std::to_string(l.first), std::to_string(from), std::to_string(to)});
+        from = to + 1;
+        progress("Z: " + std::to_string(from) + " of " + std::to_string(n) + " published events written (" +
                  fixed(seconds_between(t0, Clock::now()), 0) + " s)");
     }
+    const std::string last = std::to_string(l.first + n - 1);
+    b.pg.exec("SELECT setval('" + table_of(b.run, "outbox_position_seq") + "', " + last + ")");
+    b.pg.exec("UPDATE " + table_of(b.run, "outbox_relay") + " SET cursor = " + last + " WHERE name = 'default'");
     // Their counters: seq must go on from 10 for these aggregates, as the write would make them.
     b.pg.query(
         "INSERT INTO " + table_of(b.run, "outbox_aggregates") +
@@ -53,7 +95,7 @@ void fill_published(Bench &b, long n) {
             " least(10, CAST($2 AS bigint) - a * 10) FROM generate_series(0, (CAST($2 AS bigint) - 1) / 10) AS a",
         {Generator::aggregate_type(), std::to_string(n)});
     progress("Z: VACUUM ANALYZE and CHECKPOINT");
-    b.pg.exec("VACUUM ANALYZE " + t);
+    b.pg.exec("VACUUM ANALYZE " + events);
     b.pg.exec("CHECKPOINT");
 }
 
@@ -61,8 +103,12 @@ std::string mib(long long bytes) {
     return fixed(static_cast<double>(bytes) / 1048576.0, 0) + " MiB";
 }
 
+// The events table on disk: every partition with its index.
 long long outbox_bytes(Bench &b) {
-    return b.pg.query("SELECT pg_total_relation_size($1)", {table_of(b.run, "outbox")})->get_ll(0, 0);
+    return b.pg
+        .query("SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree(CAST($1 AS regclass))",
+               {table_of(b.run, "outbox_events")})
+        ->get_ll(0, 0);
 }
 
 Row drain_on_top(Bench &b, long n, uint16_t code, char prefix, const std::string &key) {
@@ -111,14 +157,15 @@ struct Removal {
     int64_t from_ns = 0, to_ns = 0;
 };
 
-// outbox_purge_published of the filled events up to index `upto` (by the age of its published_at).
-Removal remove_oldest(Bench &b, outbox_db *db, long upto) {
-    char id[48];
-    std::snprintf(id, sizeof id, "00000000-00ff-7000-8000-%012lx", static_cast<unsigned long>(upto));
-    const long long age = b.pg.query("SELECT CAST(floor(extract(epoch FROM now() - published_at)) AS bigint) FROM " +
-                                         table_of(b.run, "outbox") + " WHERE outbox_id = CAST($1 AS uuid)",
-                                     {id})
-                              ->get_ll(0, 0);
+// outbox_purge_published of the filled events up to index `upto` (by the age of the receipt that
+// covers it: the documents' published_at).
+Removal remove_oldest(Bench &b, outbox_db *db, const Layout &l, long upto) {
+    const long long age =
+        b.pg.query("SELECT CAST(floor(extract(epoch FROM now() - published_at)) AS bigint) FROM " +
+                       table_of(b.run, "outbox_receipts") +
+                       " WHERE from_position <= CAST($1 AS bigint) AND to_position >= CAST($1 AS bigint)",
+                   {std::to_string(l.first + upto)})
+            ->get_ll(0, 0);
     Removal r;
     const auto t0 = Clock::now();
     r.from_ns = ns_of(t0);
@@ -134,11 +181,11 @@ Removal remove_oldest(Bench &b, outbox_db *db, long upto) {
     return r;
 }
 
-void retention_at_size(Bench &b, long total) {
+void retention_at_size(Bench &b, const Layout &l, long total) {
     Run &run = b.run;
     const Options &o = b.o;
-    const long small = std::min(10000L, total / 100);
-    const long large = total / 10;
+    const long small = l.small;
+    const long large = l.width;
     auto id_of = [](std::string &out, long k) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "w%09ld", k % 100000);
@@ -172,15 +219,17 @@ void retention_at_size(Bench &b, long total) {
         die(std::string("Z: purge connection: ") + outbox_last_error());
     }
     std::this_thread::sleep_for(std::chrono::seconds(o.quick ? 3 : 12));
-    const Removal rs = remove_oldest(b, db, small - 1);
+    const Removal rs = remove_oldest(b, db, l, small - 1);
     std::this_thread::sleep_for(std::chrono::seconds(o.quick ? 2 : 8));
     const long long before = outbox_bytes(b); // just before and after the large removal: the writers'
-    const Removal rl = remove_oldest(b, db, large - 1);
+    const Removal rl = remove_oldest(b, db, l, small + large - 1);
     const long long after = outbox_bytes(b); // rows of those seconds are negligible next to it
     outbox_db_close(db);
     outbox_config_free(cfg);
     writers.join();
     require_alive(*daemon);
+    stop_daemon(*daemon); // before the queue is emptied below: nothing it publishes lands after that
+    daemon.reset();
     const int64_t quiet_from = pw.t0_ns + 2000000000LL;
     std::vector<double> quiet = latencies_between(pw, rate, quiet_from, rs.from_ns);
     std::vector<double> during = latencies_between(pw, rate, rl.from_ns, rl.to_ns);
@@ -230,7 +279,9 @@ void retention_at_size(Bench &b, long total) {
     add_figure(run, fp);
     Figure fs;
     fs.section = ft.section;
-    const double share = static_cast<double>(rl.deleted) / static_cast<double>(total - rs.deleted);
+    // Of the events in the table then: the history left, and the two backlogs drained on top of it.
+    const double share =
+        static_cast<double>(rl.deleted) / static_cast<double>(total - rs.deleted + 10000 + o.size_backlog);
     fs.name = "outbox size on disk right after the large removal (" + fixed(share * 100, 1) + "% of its events)";
     fs.value = mib(after);
     fs.baseline = "before " + mib(before);
@@ -251,7 +302,9 @@ void scenario_size(Bench &b) {
     b.pg.exec("CHECKPOINT");
     progress("Z: filling the outbox with " + beneath + " published events");
     const auto f0 = Clock::now();
-    fill_published(b, o.size_beneath);
+    const Layout layout =
+        make_layout(b, o.size_beneath, std::min(10000L, o.size_beneath / 100), 10000 + o.size_backlog);
+    fill_published(b, layout, o.size_beneath);
     const double fill_s = seconds_between(f0, Clock::now());
     const long long bytes = outbox_bytes(b);
     progress("Z: filled in " + fixed(fill_s, 0) + " s; the outbox is " + mib(bytes) + " with its indexes");
@@ -270,12 +323,16 @@ void scenario_size(Bench &b) {
     add_ratio(run, what + ", vs B", large, find_row(run, "B"), "B");
     add_ratio(run, what + ", vs the 10k drain on the same table", large, &run.rows[run.rows.size() - 2], small_key);
     add_ratio(run, what + ", vs the 10k drain on an empty table (D)", large, find_row(run, "R-10k"), "R-10k");
-    run.notes.push_back(
-        "Z: " + beneath + " events inserted as PUBLISHED (server-side INSERT ... SELECT, 10 per aggregate, " +
-        std::to_string(o.payload_bytes) + "-byte payloads; " + fixed(fill_s, 0) + " s; outbox " + mib(bytes) +
-        " with indexes, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " + count_label(o.size_backlog) +
-        " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
-    retention_at_size(b, o.size_beneath);
+    run.notes.push_back("Z: " + beneath +
+                        " events inserted as published (server-side INSERT ... SELECT into the events table, 10 per"
+                        " aggregate, " +
+                        std::to_string(o.payload_bytes) + "-byte payloads, a receipt per partition of " +
+                        count_label(layout.width) + " positions, the first partition holding the oldest " +
+                        count_label(layout.small) + "; " + fixed(fill_s, 0) + " s; " + mib(bytes) +
+                        " with the index, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " +
+                        count_label(o.size_backlog) +
+                        " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
+    retention_at_size(b, layout, o.size_beneath);
     reset_outbox(b.pg, run);
     b.pg.exec("CHECKPOINT");
     b.phase("Z");

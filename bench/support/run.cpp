@@ -88,6 +88,15 @@ void reset_outbox(Pg &pg, const Run &run) {
             table_of(run, "outbox_aggregates"));
 }
 
+void drop_event_partitions(Pg &pg, const Run &run) {
+    auto parts = pg.query("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS regclass)"
+                          " AND NOT CAST(inhrelid AS regclass)::text LIKE '%default%'",
+                          {table_of(run, "outbox_events")});
+    for (int i = 0; i < parts->rows(); ++i) {
+        pg.exec("DROP TABLE " + parts->get(i, 0));
+    }
+}
+
 std::string table_of(const Run &run, const char *name) {
     return "\"" + run.schema + "\"." + name;
 }

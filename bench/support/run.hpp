@@ -70,6 +70,9 @@ void check_sample(Run &run, Amqp &admin, const Generator &g, const std::string &
 void expect_queue_holds(Run &run, Amqp &admin, long n, const std::string &who);
 // Empties the outbox and its counter table, so each backlog starts on a table of its own size.
 void reset_outbox(Pg &pg, const Run &run);
+// Drops the events table's range partitions (empty after reset_outbox), so the next ones are made
+// at the width the scenario configures, from the current position on.
+void drop_event_partitions(Pg &pg, const Run &run);
 // "schema".name: a table of this run's schema.
 std::string table_of(const Run &run, const char *name);
 // The commit whose code this run measures: bench/run sets OUTBOX_SOURCE_REV (scripts/source_rev.sh).
