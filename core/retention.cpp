@@ -93,12 +93,21 @@ int64_t ensure_partitions(pg::Conn &conn, const Config &cfg) {
 namespace {
 
 // Drops the partitions in `old` under a short ACCESS EXCLUSIVE lock on the events table, tried
-// 100 ms at a time so writers never queue behind it for longer; checks again under the lock that
-// each is below the cursor and published before the cutoff. Returns (partitions, events) dropped.
+// 100 ms at a time so writers never queue behind it for longer. What made them droppable cannot
+// change meanwhile: nothing is written at or below the cursor (it passes a position only once no
+// transaction can still write it), and their receipts only age. Another purge may have dropped
+// them first. Returns (partitions, events) dropped; the events counted from the receipts, so that
+// a drop costs the same whatever its partitions hold (an event deleted through the view is
+// counted too).
 std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old) {
     std::vector<int64_t> rows;
     for (const Partition &p : old) {
-        rows.push_back(conn.exec("SELECT count(*) FROM " + ident::qualified(cfg.schema, p.name)).get_int(0, 0));
+        rows.push_back(conn.exec("SELECT coalesce(sum(least(to_position, CAST($2 AS bigint) - 1) -"
+                                 " greatest(from_position, CAST($1 AS bigint)) + 1), 0) FROM " +
+                                     stream::receipts_table(cfg) +
+                                     " WHERE from_position < CAST($2 AS bigint) AND to_position >= CAST($1 AS bigint)",
+                                 {std::to_string(p.from), std::to_string(p.to)})
+                           .get_int(0, 0));
     }
     return ranges::with_short_locks(conn, 50, [&]() -> std::pair<int64_t, int64_t> {
         conn.exec_simple(schema::ddl_lock_sql);
@@ -178,15 +187,22 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
         // Receipts and keys of events that are gone.
         const std::string low = std::to_string(old.back().to);
         conn.exec("DELETE FROM " + stream::receipts_table(cfg) + " WHERE to_position < CAST($1 AS bigint)", {low});
-        conn.exec("DELETE FROM " + stream::keys_table(cfg) + " WHERE position < CAST($1 AS bigint)", {low});
+        // Keys of events moved from a version-1 table that were published there carry position 0:
+        // they go with their rows below.
+        conn.exec("DELETE FROM " + stream::keys_table(cfg) + " WHERE position > 0 AND position < CAST($1 AS bigint)",
+                  {low});
     }
-    // The version-1 table's published rows, until it is empty.
+    // The version-1 table's published rows, until it is empty, and their idempotency keys (a row
+    // per event deleted comes back).
     const std::string v1 = stream::v1_table(cfg);
     res.events += delete_batches(
         conn,
-        "DELETE FROM " + v1 + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + v1 +
+        "WITH d AS (DELETE FROM " + v1 + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + v1 +
             " WHERE status = 'PUBLISHED' AND published_at < now() - CAST($1 AS bigint) * interval '1 second'"
-            " LIMIT CAST($2 AS integer)))",
+            " LIMIT CAST($2 AS integer))) RETURNING outbox_id, idempotency_key), k AS (DELETE FROM " +
+            stream::keys_table(cfg) +
+            " WHERE position = 0 AND (idempotency_key, outbox_id) IN (SELECT idempotency_key, outbox_id FROM d"
+            " WHERE idempotency_key IS NOT NULL)) SELECT 1 FROM d",
         age, batch, res.events, on_progress);
     return res;
 }

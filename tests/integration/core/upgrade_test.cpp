@@ -3,6 +3,8 @@
 // the previous version and a relay of this one run: nothing lost, nothing reordered, failed events
 // still failed, and the old writers go on writing through the view.
 #include "relay_fixture.hpp"
+#include "retention.hpp"
+#include "store.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -157,6 +159,48 @@ TEST_F(UpgradeTest, Version1TableWithDataUpgradesInPlaceWhileOldWritersAndARelay
     std::printf("[ stats    ] %ld published rows + 1,003 unpublished (filled in %lld ms); migrate took %lld ms; "
                 "old writers wrote %ld events, slowest write %lld ms\n",
                 rows, fill_ms, migrate_ms, total_written, slowest_us.load() / 1000);
+}
+
+// Idempotency keys of events published before the upgrade stay with their version-1 rows: a
+// partition drop of version-2 events leaves them (a retried write is still a duplicate), and the
+// purge that deletes their rows deletes them too.
+TEST_F(UpgradeTest, KeysOfVersion1EventsLiveAsLongAsTheirRows) {
+    db->exec_simple("DROP SCHEMA \"" + cfg.schema + "\" CASCADE");
+    outbox::schema::migrate(*db, cfg, outbox::schema::What::all, 1);
+    db->exec_simple("INSERT INTO " + table() +
+                    " (outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, status,"
+                    " published_at, created_at, idempotency_key) VALUES (gen_random_uuid(), 'X', 'PRD', 'k1', 1,"
+                    " 'POST', '{}', 'PUBLISHED', now() - interval '1 day', now() - interval '1 day', 'old-key')");
+    cfg.set("outbox.partition_events", "1000");
+    outbox::schema::migrate(*db, cfg, outbox::schema::What::all);
+    // 1,000 version-2 events, published two days ago: a whole partition to drop.
+    const std::string seq = outbox::stream::position_sequence(cfg);
+    db->exec_simple("SELECT setval('" + seq + "', 999)");
+    db->exec_simple("INSERT INTO " + events() +
+                    " (position, outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload)"
+                    " SELECT nextval('" +
+                    seq +
+                    "'), gen_random_uuid(), 'X', 'PRD', 'n' || g, 1, 'POST', '{}'"
+                    " FROM generate_series(1, 1000) g");
+    db->exec_simple("INSERT INTO " + outbox::stream::receipts_table(cfg) +
+                    " VALUES (1000, 1999, now() - interval '2 days')");
+    db->exec_simple("UPDATE " + outbox::stream::relay_table(cfg) + " SET cursor = 1999");
+    const std::string keys = outbox::stream::keys_table(cfg);
+    // Younger than the version-1 row, older than the partition: the partition goes, the row stays.
+    const outbox::retention::PurgeResult first = outbox::retention::purge(*db, cfg, 36 * 3600, 100);
+    EXPECT_GE(first.partitions, 1);
+    EXPECT_EQ(first.events, 1000);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + keys + " WHERE idempotency_key = 'old-key'"), 1);
+    outbox::Event ev;
+    ev.set("aggregate_type", "PRD");
+    ev.set("aggregate_id", "k1");
+    ev.set("operation", "POST");
+    ev.set("payload", "{}");
+    ev.set("idempotency_key", "old-key");
+    EXPECT_THROW(outbox::store::write(*db, cfg, ev), outbox::Error) << "still a duplicate";
+    const outbox::retention::PurgeResult second = outbox::retention::purge(*db, cfg, 12 * 3600, 100);
+    EXPECT_EQ(second.events, 1);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + keys + " WHERE idempotency_key = 'old-key'"), 0);
 }
 
 } // namespace
