@@ -848,7 +848,7 @@ OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db,
 /**
  * Republishes the history of one aggregate: its events with seq >= from_seq, whatever their
  * status, in seq order, on a connection of its own to amqp.url and amqp.exchange, with publisher
- * confirms, each marked with the header outbox-replay = "true". The rows are not changed.
+ * confirms, each marked with the header outbox-replay = "true". The events are not changed.
  * Subscribers see duplicates of events they had; their dedupe (inbox) skips them unless they
  * deduplicate under another consumer name. Blocks until every message is confirmed.
  * @param[out] published how many messages the broker confirmed (may be NULL).
