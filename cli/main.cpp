@@ -498,9 +498,10 @@ void define(CLI::App &app, Commands &c) {
         ->check(CLI::IsMember({"all", "outbox", "inbox"}));
 
     c.relay = app.add_subcommand(
-        "relay", "run the relay daemon: publish committed events to RabbitMQ with confirms until SIGTERM/SIGINT");
+        "relay", "run the relay daemon: publish committed events to RabbitMQ with confirms until SIGTERM/SIGINT "
+                 "(one relay per outbox table is active; others stand by to take over)");
     add_common(*c.relay, c.relay_opts, true);
-    c.relay->add_option("--batch-size", c.ro.batch_size, "events claimed per step (relay.batch_size, default 500)");
+    c.relay->add_option("--batch-size", c.ro.batch_size, "events read per step (relay.batch_size, default 500)");
     c.relay->add_option("--window", c.ro.window, "unconfirmed messages in flight (relay.window, default 512)");
     c.relay->add_option("--poll-interval-ms", c.ro.poll_interval_ms,
                         "longest wait between polls of an idle relay (relay.poll_interval_ms, default 100)");
@@ -518,7 +519,8 @@ void define(CLI::App &app, Commands &c) {
     c.relay->add_option("--max-lag", c.ro.max_lag, "/healthz fails when the lag passes this age (default 300s)");
 
     c.stats = app.add_subcommand(
-        "stats", "pending, failed, recently published, lag, per aggregate type and relay health (index-only, fast)");
+        "stats",
+        "pending, failed, recently published, lag, per aggregate type and relay health (bounded by the backlog)");
     add_common(*c.stats, c.stats_opts, false);
 
     c.retry = app.add_subcommand("retry-failed",
@@ -529,10 +531,14 @@ void define(CLI::App &app, Commands &c) {
     c.retry->add_option("--id", c.rto.id, "only this event (its OUTBOX_ID)");
 
     c.purge = app.add_subcommand(
-        "purge", "delete PUBLISHED events older than an age, in bounded batches (never PENDING or FAILED)");
+        "purge", "remove events published before an age: drop whole partitions (as the tables' owner), delete a "
+                 "version-1 table's rows in bounded batches (never PENDING or FAILED)");
     add_common(*c.purge, c.purge_opts, false);
     c.purge->add_option("--published-older-than", c.purge_age, "age such as 30d, 12h, 90m, 45s")->required();
-    c.purge->add_option("--batch", c.purge_batch, "rows deleted per statement and transaction (default 5000)")
+    c.purge
+        ->add_option("--batch", c.purge_batch,
+                     "rows deleted per statement and transaction from a version-1 table kept by an upgrade; "
+                     "partitions are dropped whole (default 5000)")
         ->check(CLI::PositiveNumber);
 
     c.replay = app.add_subcommand(

@@ -68,14 +68,14 @@ std::string Metrics::render() const {
     auto gauge = [&o](const char *name, const char *help, double v) {
         o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " + num(v) + "\n";
     };
-    counter("outbox_events_published_total", "Events confirmed by the broker and marked PUBLISHED.", published_);
+    counter("outbox_events_published_total", "Events confirmed by the broker and recorded as published.", published_);
     counter("outbox_events_failed_total", "Publish attempts that failed (nacked, returned or rejected).", failed_);
     counter("outbox_events_dead_total", "Events that reached relay.max_attempts and became FAILED.", dead_);
-    counter("outbox_events_claimed_total", "Events claimed by relay steps.", claimed_);
+    counter("outbox_events_claimed_total", "Events read by relay steps.", claimed_);
     counter("outbox_relay_steps_total", "Relay steps completed.", steps_);
     counter("outbox_relay_step_errors_total", "Relay steps that failed (a server error; retried with backoff).",
             step_errors_);
-    o += "# HELP outbox_relay_batch_duration_seconds Duration of relay steps that claimed events.\n"
+    o += "# HELP outbox_relay_batch_duration_seconds Duration of relay steps that read events.\n"
          "# TYPE outbox_relay_batch_duration_seconds histogram\n";
     int64_t cumulative = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {

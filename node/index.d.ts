@@ -206,13 +206,16 @@ export interface RelayStats {
   blocked: boolean;
 }
 
-/** Moves committed events to RabbitMQ with publisher confirms. Needs 'pg.url' and 'amqp.url'. */
+/**
+ * Moves committed events to RabbitMQ with publisher confirms. Needs 'pg.url' and 'amqp.url'. One
+ * relay per outbox table is active; the others stand by and take over when it stops.
+ */
 export class Relay {
   constructor(options: RuntimeOptions);
   readonly running: boolean;
-  /** One round: claim, publish with confirms, mark. */
+  /** One round: read events, publish with confirms, record the outcomes (zeroes while standing by). */
   step(): Promise<RelayStats>;
-  /** Waits for the outcomes of earlier steps to commit and releases a batch claimed ahead. */
+  /** Kept for code written for storage version 1: steps now record their outcomes themselves; resolves with zeroes. */
   settle(): Promise<RelayStats>;
   /** Runs until stop() (LISTEN/NOTIFY wake-ups, reconnects); resolves then. */
   run(): Promise<void>;

@@ -170,7 +170,7 @@ OUTBOX_API outbox_tx_state outbox_db_tx_state(outbox_db *db);
 /** Which tables outbox_migrate() creates or upgrades. */
 typedef enum outbox_migrate_target {
     OUTBOX_MIGRATE_ALL = 0,
-    OUTBOX_MIGRATE_OUTBOX = 1, /**< the outbox table and its aggregate counter table */
+    OUTBOX_MIGRATE_OUTBOX = 1, /**< the outbox (events, the relay's progress, the view) and its counter table */
     OUTBOX_MIGRATE_INBOX = 2   /**< the consumer inbox tables */
 } outbox_migrate_target;
 /**
@@ -178,6 +178,12 @@ typedef enum outbox_migrate_target {
  * schema version in `<schema>.outbox_migrations`. Concurrent migrations serialise on an
  * advisory lock. On an idle connection it runs in its own transaction; inside the caller's
  * transaction it joins it.
+ * The outbox's schema version is 2: events written once into `<table>_events`, partitioned by
+ * position (partitions made outbox.partitions_ahead ahead, outbox.partition_events positions
+ * each), the relay's progress in tables of its own, and `<table>` a view with version 1's columns.
+ * A version-1 table is upgraded in place: it becomes `<table>_v1` with its published rows, and
+ * its unpublished rows move to the events table in per-aggregate order; writers of the previous
+ * version go on inserting into `<table>`.
  * @param[out] version the outbox schema version now installed (may be NULL).
  * @return OUTBOX_OK, OUTBOX_ERR_SCHEMA (tables at a newer version than this library knows),
  *         OUTBOX_ERR_TRANSACTION (the caller's transaction is aborted), OUTBOX_ERR_DATABASE,
@@ -288,26 +294,24 @@ typedef struct outbox_relay outbox_relay;
  * set `size` to sizeof(outbox_relay_stats) (outbox_relay_stats_init() does) before passing it;
  * the library fills only the fields that fit in `size`.
  *
- * `published`, `failed`, `dead` and `mark_us` count the marks committed during the step. Under a
- * backlog (a full batch, with the next one already claimed) a batch's marks are committed in the
- * background while the next batch is published, and are counted by the step that collects them;
- * a step that claims less than a full batch, or nothing, first collects every outstanding mark,
- * so when outbox_relay_step() returns with `claimed` below relay.batch_size every outcome so far
- * is committed.
+ * `published`, `failed`, `dead` and `mark_us` count what the step recorded. Every step records
+ * its outcomes (receipts, parked events, the relay's cursor) in one statement before it returns,
+ * so when outbox_relay_step() returns every outcome so far is committed. A relay standing by
+ * (another one is active on the table) reports zeroes.
  */
 typedef struct outbox_relay_stats {
     size_t size;
-    int64_t claimed;     /**< events claimed */
-    int64_t published;   /**< confirmed by the broker and marked PUBLISHED */
-    int64_t failed;      /**< nacked or returned: retried later with backoff (or now FAILED) */
+    int64_t claimed;     /**< events read for the step (new ones, and ones due for a retry) */
+    int64_t published;   /**< confirmed by the broker and recorded as published (a receipt) */
+    int64_t failed;      /**< nacked or returned: parked, retried later with backoff (or now FAILED) */
     int64_t dead;        /**< of `failed`, those that reached relay.max_attempts and are FAILED */
-    int64_t held_back;   /**< not published because an earlier event of their aggregate was not confirmed */
+    int64_t held_back;   /**< not published: an earlier event of their aggregate was not confirmed or is parked */
     int64_t unroutable;  /**< returned by the broker: no queue bound to the exchange */
     int64_t nacked;      /**< negatively confirmed by the broker */
     int64_t unconfirmed; /**< no confirm within relay.confirm_timeout_ms: left PENDING */
-    int64_t claim_us;    /**< time spent claiming */
+    int64_t claim_us;    /**< time spent reading events */
     int64_t publish_us;  /**< time spent publishing and waiting for confirms */
-    int64_t mark_us;     /**< time spent recording outcomes and committing */
+    int64_t mark_us;     /**< time spent recording outcomes (one autocommit statement) */
     int64_t total_us;
     int32_t blocked;     /**< 1 when the broker blocked publishing (resource alarm) during the step */
 } outbox_relay_stats;
@@ -347,32 +351,33 @@ OUTBOX_API void outbox_relay_free(outbox_relay *relay);
  */
 OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log_fn fn, void *user_data);
 /**
- * One relay round: claim up to relay.batch_size due events (FOR UPDATE SKIP LOCKED), publish
- * them with publisher confirms (per aggregate, an event goes out only after the previous one was
- * confirmed), mark confirmed ones PUBLISHED and failed ones for retry with backoff, in one
- * statement, and commit.
- * After outbox_relay_stop() a step still claims and marks but publishes nothing new, until
+ * One relay round. One relay per outbox table is active: the one holding the table's session
+ * advisory lock. A relay that does not hold it tries to take it; while another relay holds it, the
+ * step does nothing and returns OUTBOX_OK (the relay stands by). The active relay reads up to
+ * relay.batch_size events in position order (new ones, due parked ones, earlier ones not yet
+ * confirmed), publishes them with publisher confirms (per aggregate, an event goes out only after
+ * the previous one was confirmed), and records in one autocommit statement receipts for the
+ * confirmed ones, the failed ones (with the later events of their aggregates) parked for a retry
+ * with backoff, and its cursor. It never changes an event.
+ * After outbox_relay_stop() a step still reads and records but publishes nothing new, until
  * outbox_relay_reset().
  * @param[in,out] stats may be NULL; see outbox_relay_stats.
  * @return OUTBOX_OK, or OUTBOX_ERR_CONNECTION / OUTBOX_ERR_BROKER / OUTBOX_ERR_TIMEOUT /
  *         OUTBOX_ERR_DATABASE when a server failed (the next step reconnects; no unconfirmed
- *         event is ever marked published); OUTBOX_ERR_SCHEMA (the outbox table is missing);
+ *         event is ever recorded as published); OUTBOX_ERR_SCHEMA (the outbox tables are missing);
  *         OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, stats without its size, an amqp.url that does
  *         not parse).
  */
 OUTBOX_API outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats);
 /**
- * Waits until every outcome of earlier steps is committed (the marks a step under a backlog left
- * committing in the background) and releases a batch claimed ahead for the next step (rolled
- * back: its events are due again at once, for this relay or another). Use it when stepping by hand
- * before reporting or exiting: the `published`, `failed`, `dead` and `mark_us` it reports, added
- * to those of the steps before it, are then everything those steps did. A no-op when nothing is
- * outstanding. The next step claims afresh.
+ * Kept for programs written for storage version 1, where a step under a backlog left its marks
+ * committing in the background and claimed the next batch ahead: this waited for those marks and
+ * released that batch. Every step now records its outcomes before it returns and claims nothing
+ * ahead, so there is nothing to wait for: it reports zeroes. Calling it before reporting or exiting
+ * stays correct.
  * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). Only what the
  *             settling collected is reported (`claimed` is 0).
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size),
- *         OUTBOX_ERR_CONNECTION / OUTBOX_ERR_DATABASE (the marks could not be committed: those
- *         events stay PENDING and are published again, never lost).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size).
  */
 OUTBOX_API outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats);
 /**
@@ -380,7 +385,10 @@ OUTBOX_API outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_s
  * relay.poll_interval_ms, reconnects with backoff, keeps AMQP heartbeats while idle.
  * Every failure (a server, a missing table, an amqp.url that does not parse) is logged and
  * retried with backoff (at least 5 s for configuration errors), never returned.
- * @return OUTBOX_OK after a stop, with every event either confirmed-and-marked or still pending;
+ * While another relay is active on the table, this one stands by: its steps do nothing until the
+ * active relay stops or its connection goes, then it takes over from the stored cursor. On a stop
+ * the relay closes its connection, which lets a relay standing by take over at once.
+ * @return OUTBOX_OK after a stop, with every event either confirmed-and-recorded or still pending;
  *         OUTBOX_ERR_INVALID_ARGUMENT (relay is NULL).
  */
 OUTBOX_API outbox_status outbox_relay_run(outbox_relay *relay);
@@ -751,7 +759,8 @@ OUTBOX_API const char *outbox_statement_param_name(const outbox_statement *st, s
  */
 OUTBOX_API outbox_status outbox_status_for_sqlstate(const char *sqlstate);
 /**
- * The name of the unique index on the outbox's idempotency_key (in the outbox's schema): a unique
+ * The name of the unique constraint on idempotency keys (in the outbox's schema; with storage
+ * version 2 the primary key of `<table>_keys`, which keeps version 1's index name): a unique
  * violation (23505) naming this constraint is a reused idempotency key.
  * @param[out] out the name (owned: free with outbox_string_free()); NULL on failure.
  * @param cfg which table (outbox.table); NULL for the defaults.
@@ -779,15 +788,18 @@ OUTBOX_API outbox_status outbox_config_from_env(outbox_config *cfg, int overwrit
 /**@}*/
 
 /** @name Operations
- * Operator tools over the outbox table (the `outbox stats`, `retry-failed`, `purge` and `replay`
- * commands call these). Each is bounded by an index, so it stays fast on a table of millions of
- * rows. Like every call on an outbox_db, they use its connection: one thread at a time per
- * handle; different handles may be used from different threads at once.
+ * Operator tools over the outbox (the `outbox stats`, `retry-failed`, `purge` and `replay`
+ * commands call these). Stats, lag, retry and purge are bounded by the backlog or an index, so
+ * they stay fast on millions of events; replay reads an aggregate's events through the outbox
+ * view, and the events table has no per-aggregate index, so it reads every partition. Like every
+ * call on an outbox_db, they use its connection: one thread at a time per handle; different
+ * handles may be used from different threads at once.
  */
 /**@{*/
 /**
  * Reads the outbox's operating figures as one JSON object: "pending", "pending_due", "failed",
- * "published_last_minute", "published_last_hour" (exact counts over partial indexes),
+ * "published_last_minute", "published_last_hour" (exact counts: pending and failed over the
+ * events above the relay's cursor and the parked ones, published from the relay's receipts),
  * "oldest_pending_age_s", "last_published_age_s" (seconds or null), "lag_s" (seconds since the
  * oldest due PENDING event became due), "total_estimate" and "published_estimate" (planner
  * estimates from pg_class.reltuples, named in the "estimates" array: never a full count),
@@ -802,8 +814,8 @@ OUTBOX_API outbox_status outbox_config_from_env(outbox_config *cfg, int overwrit
 OUTBOX_API outbox_status outbox_stats(char **json_out, outbox_db *db);
 /**
  * Puts FAILED events back to PENDING, due now (next_attempt_at = now()); their retry_count and
- * error_message are kept as history. One statement: atomic, in the caller's transaction if one
- * is open.
+ * error_message are kept as history. FAILED events are parked (`<table>_parked`): the statement
+ * updates those rows. One statement: atomic, in the caller's transaction if one is open.
  * @param[out] moved how many events were moved (may be NULL); 0 on failure.
  * @param aggregate_type only events of this aggregate type; NULL: any.
  * @param event_id only this event (a UUID); NULL: any.
@@ -815,12 +827,19 @@ OUTBOX_API outbox_status outbox_stats(char **json_out, outbox_db *db);
 OUTBOX_API outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, const char *aggregate_type,
                                              const char *event_id, int max_retries);
 /**
- * Deletes PUBLISHED events published more than older_than_s seconds ago (the cutoff is fixed
- * when the call starts), `batch` rows per DELETE, each its own short transaction, until none is
- * left. Never deletes a PENDING or FAILED event; writers and relays go on meanwhile. Must be
- * called outside a transaction.
- * @param[out] deleted how many rows were deleted (may be NULL); on failure, how many were deleted
- *             (and committed) before it.
+ * Removes events published more than older_than_s seconds ago. It drops each partition of the
+ * events table that lies wholly at or below the relay's cursor and whose newest receipt is older
+ * than the age, with the receipts and idempotency keys of its events: no DELETE. A partition goes
+ * whole or not at all, so events leave outbox.partition_events at a time. The drop takes the
+ * events table's ACCESS EXCLUSIVE lock briefly (tried 100 ms at a time); only the tables' owner
+ * may drop. Then it deletes the published rows older than the age of a version-1 table kept by an
+ * upgrade (`<table>_v1`), `batch` rows per DELETE, each its own short transaction, until none is
+ * left. Never removes a PENDING or FAILED event (a parked event keeps its copy in
+ * `<table>_parked`); writers and relays go on meanwhile. Must be called outside a transaction.
+ * @param batch rows per DELETE of the version-1 table's rows (> 0); it has no other effect.
+ * @param[out] deleted how many events were removed: the rows of the dropped partitions plus the
+ *             deleted version-1 rows (may be NULL); on failure, how many were removed (and
+ *             committed) before it.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s < 0 or over 100 years,
  *         batch <= 0), OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_DATABASE,
  *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA.
@@ -829,7 +848,7 @@ OUTBOX_API outbox_status outbox_purge_published(int64_t *deleted, outbox_db *db,
 /**
  * Republishes the history of one aggregate: its events with seq >= from_seq, whatever their
  * status, in seq order, on a connection of its own to amqp.url and amqp.exchange, with publisher
- * confirms, each marked with the header outbox-replay = "true". The rows are not changed.
+ * confirms, each marked with the header outbox-replay = "true". The events are not changed.
  * Subscribers see duplicates of events they had; their dedupe (inbox) skips them unless they
  * deduplicate under another consumer name. Blocks until every message is confirmed.
  * @param[out] published how many messages the broker confirmed (may be NULL).
@@ -861,7 +880,7 @@ OUTBOX_API outbox_status outbox_replay_from(int64_t *published, int64_t *from_se
 typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 /**
  * outbox_purge_published() that reports its progress: `fn` (may be NULL) is called with the
- * count deleted so far after each committed batch.
+ * count removed so far after the partitions are dropped and after each committed batch.
  * @param[out] deleted as outbox_purge_published() (may be NULL).
  * @return as outbox_purge_published(): OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db NULL, older_than_s
  *         < 0 or over 100 years, batch <= 0), OUTBOX_ERR_TRANSACTION, OUTBOX_ERR_DATABASE,
@@ -870,16 +889,17 @@ typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 OUTBOX_API outbox_status outbox_purge_published_progress(int64_t *deleted, outbox_db *db, int64_t older_than_s,
                                                          int batch, outbox_progress_fn fn, void *user_data);
 /**
- * The planner's estimate (EXPLAIN: nothing is counted) of how many rows outbox_purge_published()
- * would delete, for progress displays.
+ * An estimate of how many events outbox_purge_published() would remove, for progress displays:
+ * the planner's row estimate (pg_class.reltuples) of the partitions it would drop, plus a count
+ * of the version-1 table's rows it would delete.
  * @param[out] estimate the estimate; 0 on failure.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, older_than_s < 0 or over 100
  *         years), OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION.
  */
 OUTBOX_API outbox_status outbox_purge_estimate(int64_t *estimate, outbox_db *db, int64_t older_than_s);
 /**
- * The lag alone, as one small index-bounded query (outbox_stats() computes it with everything
- * else): seconds since the oldest due PENDING event became due, 0 when none is due.
+ * The lag alone, as one small query bounded by the backlog (outbox_stats() computes it with
+ * everything else): seconds since the oldest due PENDING event became due, 0 when none is due.
  * @param[out] lag_s the lag; 0 on failure.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_DATABASE,
  *         OUTBOX_ERR_CONNECTION, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION.

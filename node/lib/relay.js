@@ -1,5 +1,6 @@
 'use strict';
-// Relay: moves committed events to RabbitMQ with publisher confirms (outbox_relay_*).
+// Relay: moves committed events to RabbitMQ with publisher confirms (outbox_relay_*). One relay per
+// outbox table is active; the others stand by and take over when it stops or loses its connection.
 //   const relay = new Relay({ 'pg.url': ..., 'amqp.url': ..., 'outbox.schema': ... });
 //   await relay.step();          // one round: { claimed, published, failed, ... }
 //   const done = relay.run();    // LISTEN/NOTIFY wake-ups, polling fallback, reconnects
@@ -53,9 +54,9 @@ class Relay {
   }
 
   /**
-   * One relay round (outbox_relay_step). Under a backlog (a full batch) its marks commit in the
-   * background and are counted by the step that collects them: call settle() before reporting
-   * or exiting (step() + settle() is everything the step did).
+   * One relay round (outbox_relay_step): read events, publish them with confirms, and record the
+   * outcomes (receipts, parked events, the cursor) before it resolves. One relay per outbox table
+   * is active; a relay standing by (another is active) does nothing and resolves with zeroes.
    */
   step() {
     return this._op(async (h) => {
@@ -65,8 +66,9 @@ class Relay {
   }
 
   /**
-   * Waits until every outcome of earlier steps is committed and releases a batch claimed ahead
-   * (outbox_relay_settle); resolves with what it collected (published, failed, dead, markUs).
+   * Kept for code written for storage version 1, whose steps left marks committing in the
+   * background (outbox_relay_settle): every step now records its outcomes before it resolves, so
+   * this resolves with zeroes.
    */
   settle() {
     return this._op(async (h) => stats(await native.relay_settle(h)));

@@ -45,17 +45,17 @@ def log_sink(logger: LoggerLike, default: str) -> Optional[Callable[[int, str], 
 class RelayStats:
     """What one relay step did (``outbox_relay_stats``)."""
 
-    claimed: int = 0  #: events claimed
-    published: int = 0  #: confirmed by the broker and marked PUBLISHED
-    failed: int = 0  #: nacked or returned: retried later with backoff (or now FAILED)
+    claimed: int = 0  #: events read for the step (new ones, and ones due for a retry)
+    published: int = 0  #: confirmed by the broker and recorded as published (a receipt)
+    failed: int = 0  #: nacked or returned: parked, retried later with backoff (or now FAILED)
     dead: int = 0  #: of ``failed``, those that reached relay.max_attempts and are FAILED
-    held_back: int = 0  #: not published: an earlier event of their aggregate was not confirmed
+    held_back: int = 0  #: not published: an earlier event of their aggregate was not confirmed or is parked
     unroutable: int = 0  #: returned by the broker: no queue bound to the exchange
     nacked: int = 0  #: negatively confirmed by the broker
     unconfirmed: int = 0  #: no confirm within relay.confirm_timeout_ms: left PENDING
-    claim_us: int = 0  #: time spent claiming
+    claim_us: int = 0  #: time spent reading events
     publish_us: int = 0  #: time spent publishing and waiting for confirms
-    mark_us: int = 0  #: time spent recording outcomes and committing
+    mark_us: int = 0  #: time spent recording outcomes (one autocommit statement)
     total_us: int = 0
     blocked: bool = False  #: the broker blocked publishing (resource alarm) during the step
 
@@ -75,11 +75,14 @@ def _on_main_thread() -> bool:
 
 
 class Relay:
-    """Moves committed events from the outbox table to the RabbitMQ exchange (``outbox_relay_*``).
+    """Moves committed events from the outbox to the RabbitMQ exchange (``outbox_relay_*``).
 
-    Claims due events with ``FOR UPDATE SKIP LOCKED`` (any number of relays may share a table),
-    publishes them with publisher confirms, and marks an event PUBLISHED only after the broker
-    confirmed it. Per aggregate, an event goes out only after the previous one was confirmed.
+    One relay per outbox table is active (it holds a session advisory lock); other relays stand
+    by and take over when it stops or loses its connection, so more relays give availability,
+    not throughput. The active relay reads events in position order, publishes them with
+    publisher confirms, and records an event as published (a receipt; it never updates the
+    event) only after the broker confirmed it. Per aggregate, an event goes out only after the
+    previous one was confirmed.
 
     Example::
 
@@ -121,34 +124,28 @@ class Relay:
         return n
 
     def step(self) -> RelayStats:
-        """One round: claim up to ``relay.batch_size`` due events, publish them with confirms,
-        mark the confirmed ones PUBLISHED and the failed ones for retry, commit.
-
-        Under a backlog (a full batch) the step's marks commit in the background while the next
-        batch is claimed, and are counted by the step that collects them; call :meth:`settle`
-        before reporting or exiting to collect them (``step() + settle()`` is everything the
-        step did).
+        """One round: read up to ``relay.batch_size`` events, publish them with confirms, and
+        record the confirmed ones as published, the failed ones parked for a retry, and the
+        relay's cursor, in one statement before returning. A relay standing by (another is
+        active on the table) does nothing and returns zeroes.
 
         Raises:
             ConnectionLost, BrokerError, Timeout, DatabaseError: a server failed; the next step
-                reconnects, and no unconfirmed event was marked published.
+                reconnects, and no unconfirmed event was recorded as published.
             KeyboardInterrupt: on Ctrl-C, after the step finished what was in flight.
         """
         return RelayStats(*self._handle().step(_on_main_thread()))
 
     def settle(self) -> RelayStats:
-        """Waits until every outcome of earlier steps is committed and releases a batch claimed
-        ahead for the next step (``outbox_relay_settle``). Returns what it collected
-        (``published``, ``failed``, ``dead``, ``mark_us``; ``claimed`` is 0).
-
-        Raises:
-            ConnectionLost, DatabaseError: the marks could not be committed (those events stay
-                pending and are published again, never lost).
+        """Kept for code written for storage version 1 (``outbox_relay_settle``), whose steps
+        left marks committing in the background. Every step now records its outcomes before it
+        returns, so there is nothing to collect: it returns zeroes.
         """
         return RelayStats(*self._handle().settle())
 
     def drain(self, *, max_steps: Optional[int] = None) -> RelayStats:
-        """Steps until a step claims nothing (or ``max_steps``); returns the summed stats."""
+        """Steps until a step reads nothing (or ``max_steps``); returns the summed stats. A relay
+        standing by reads nothing, so it returns after one step."""
         total = RelayStats()
         n = 0
         while max_steps is None or n < max_steps:
@@ -165,7 +162,7 @@ class Relay:
         Wakes on LISTEN/NOTIFY (``relay.listen``) or every ``relay.poll_interval_ms``,
         reconnects with backoff, keeps AMQP heartbeats while idle. The GIL is released
         throughout. On Ctrl-C the relay finishes what is in flight (every event is either
-        confirmed-and-marked or still pending), then KeyboardInterrupt propagates; ``run()`` may
+        confirmed-and-recorded or still pending), then KeyboardInterrupt propagates; ``run()`` may
         be called again. After ``stop()``, call :meth:`reset` before running again.
         """
         self._handle().run(_on_main_thread())
