@@ -338,9 +338,16 @@ void Relay::maintain_partitions(pg::Conn &db) {
     if (now < next_partition_check_ && !near_end) {
         return;
     }
+    const bool timed = now >= next_partition_check_;
     next_partition_check_ = now + std::chrono::seconds(10);
     try {
         partitions_end_ = retention::ensure_partitions(db, cfg_);
+        if (timed) {
+            // Closed partitions' aggregate indexes, built on a connection of the indexer's own.
+            if (const std::string warning = indexer_.tick(db, cfg_); !warning.empty()) {
+                log(LogLevel::warn, warning);
+            }
+        }
     } catch (const Error &e) {
         if (!db.ok()) {
             throw;

@@ -17,6 +17,7 @@
 #include "error.hpp"
 #include "log.hpp"
 #include "pg.hpp"
+#include "retention.hpp"
 #include "stream.hpp"
 
 #include <atomic>
@@ -168,6 +169,7 @@ class Relay {
     std::set<std::pair<std::string, std::string>> parked_aggs_;
     std::chrono::steady_clock::time_point next_partition_check_{};
     int64_t partitions_end_ = 0; // where the events partitions end, as last seen (0: not known)
+    retention::Indexer indexer_; // closed partitions' aggregate indexes, built in the background
     std::atomic<bool> stop_{false};
     int stop_pipe_[2] = {-1, -1};
     std::mt19937_64 rng_;

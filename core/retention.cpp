@@ -207,6 +207,135 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
     return res;
 }
 
+namespace {
+
+// "<table>_a<first position>", next to its partition's "<table>_e<first position>".
+std::string aggregate_index_name(const Config &cfg, const Partition &p) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "_a%014lld", static_cast<long long>(p.from));
+    return cfg.table + buf;
+}
+
+struct IndexJob {
+    std::string drop;   // an invalid index a failed build left, to drop first (or empty)
+    std::string create; // the build
+    std::string name;
+};
+
+// The first closed partition without a valid aggregate index, oldest first.
+std::optional<IndexJob> next_index_job(pg::Conn &conn, const Config &cfg) {
+    const int64_t cursor =
+        conn.exec("SELECT cursor FROM " + stream::relay_table(cfg) + " WHERE name = 'default'").get_int(0, 0);
+    pg::Result ix = conn.exec("SELECT ci.relname, x.indisvalid FROM pg_inherits i JOIN pg_index x ON x.indrelid ="
+                              " i.inhrelid JOIN pg_class ci ON ci.oid = x.indexrelid WHERE i.inhparent = CAST($1 AS"
+                              " regclass) AND NOT x.indisprimary",
+                              {stream::events_table(cfg)});
+    std::vector<std::pair<std::string, bool>> have;
+    for (int i = 0; i < ix.rows(); ++i) {
+        have.emplace_back(std::string(ix.get(i, 0)), ix.get(i, 1) == "t");
+    }
+    for (const Partition &p : partitions(conn, cfg)) {
+        if (p.to - 1 > cursor) {
+            break;
+        }
+        const std::string name = aggregate_index_name(cfg, p);
+        const auto found = std::find_if(have.begin(), have.end(), [&](const auto &h) { return h.first == name; });
+        if (found != have.end() && found->second) {
+            continue;
+        }
+        IndexJob job;
+        job.name = name;
+        if (found != have.end()) {
+            job.drop = "DROP INDEX CONCURRENTLY IF EXISTS " + ident::qualified(cfg.schema, name);
+        }
+        job.create = "CREATE INDEX CONCURRENTLY IF NOT EXISTS " + ident::quoted(name) + " ON " +
+                     ident::qualified(cfg.schema, p.name) + " (aggregate_type, aggregate_id, seq)";
+        return job;
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+int64_t index_closed_partitions(pg::Conn &conn, const Config &cfg) {
+    if (conn.tx_status() != PQTRANS_IDLE) {
+        fail(Errc::invalid_argument, "indexes are built outside a transaction");
+    }
+    int64_t built = 0;
+    while (std::optional<IndexJob> job = next_index_job(conn, cfg)) {
+        if (!job->drop.empty()) {
+            conn.exec_simple(job->drop);
+        }
+        conn.exec_simple(job->create);
+        ++built;
+    }
+    return built;
+}
+
+Indexer::~Indexer() {
+    if (!building_.empty() && conn_ && conn_->ok()) {
+        if (PGcancel *c = PQgetCancel(conn_->raw())) {
+            char err[256];
+            PQcancel(c, err, sizeof err);
+            PQfreeCancel(c);
+        }
+    }
+}
+
+std::string Indexer::collect() {
+    PGconn *c = conn_->raw();
+    if (PQconsumeInput(c) == 0) {
+        building_.clear();
+        conn_.reset();
+        return "the connection building an index was lost; it is built again later";
+    }
+    if (PQisBusy(c) != 0) {
+        return {};
+    }
+    std::string warning;
+    while (PGresult *r = PQgetResult(c)) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && warning.empty()) {
+            warning = "cannot build index " + building_ +
+                      " (outbox migrate builds it as the tables' owner): " + PQresultErrorMessage(r);
+        }
+        PQclear(r);
+    }
+    building_.clear();
+    if (!warning.empty()) {
+        pause_until_ = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    }
+    return warning;
+}
+
+std::string Indexer::tick(pg::Conn &main, const Config &cfg) {
+    if (!building_.empty()) {
+        std::string warning = collect();
+        if (!building_.empty() || !warning.empty()) {
+            return warning;
+        }
+    }
+    if (std::chrono::steady_clock::now() < pause_until_) {
+        return {};
+    }
+    std::optional<IndexJob> job = next_index_job(main, cfg);
+    if (!job) {
+        return {};
+    }
+    if (!conn_ || !conn_->ok()) {
+        conn_.reset();
+        conn_.emplace(pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-indexer"));
+    }
+    if (!job->drop.empty()) {
+        conn_->exec_simple(job->drop); // an invalid index: dropping it is quick
+    }
+    if (PQsendQuery(conn_->raw(), job->create.c_str()) == 0) {
+        conn_.reset();
+        return "cannot start building index " + job->name;
+    }
+    building_ = job->name;
+    return {};
+}
+
 int64_t estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s) {
     const std::string age = std::to_string(older_than_s);
     int64_t n = 0;

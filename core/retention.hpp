@@ -6,9 +6,12 @@
 #include "config.hpp"
 #include "pg.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace outbox::retention {
 
@@ -34,5 +37,34 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
 // How many events purge(older_than_s) would remove now: rows of the droppable partitions (planner
 // estimates) and of the version-1 table. For progress displays only.
 int64_t estimate(pg::Conn &conn, const Config &cfg, int64_t older_than_s);
+
+// Closed partitions (wholly at or below the relay's cursor, so no longer written) get an index on
+// (aggregate_type, aggregate_id, seq) for replay and the other per-aggregate lookups; the
+// partitions being written go without it, so that a write updates one index only.
+
+// Builds the missing indexes of closed partitions now, one CREATE INDEX CONCURRENTLY after the
+// other (writers and the relay go on; the tables' owner's right). On an idle connection outside a
+// transaction. Returns how many it built.
+int64_t index_closed_partitions(pg::Conn &conn, const Config &cfg);
+
+// The relay's way to build them: one at a time, sent on a connection of its own without waiting
+// for it (libpq's asynchronous API) and collected at a later tick, so the relay never waits.
+class Indexer {
+  public:
+    Indexer() = default;
+    Indexer(const Indexer &) = delete;
+    Indexer &operator=(const Indexer &) = delete;
+    ~Indexer(); // cancels a build in flight (the next tick of any relay starts it again)
+
+    // Collects a finished build and starts the next one when none runs. Returns what to log as a
+    // warning (a failed build, a role that may not build), or an empty string.
+    std::string tick(pg::Conn &main, const Config &cfg);
+
+  private:
+    std::string collect();
+    std::optional<pg::Conn> conn_;
+    std::string building_; // the index being built; empty when none
+    std::chrono::steady_clock::time_point pause_until_{};
+};
 
 } // namespace outbox::retention

@@ -444,7 +444,7 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
     if (st == PQTRANS_INERROR) {
         fail(Errc::transaction, "the connection's transaction is aborted; roll it back before migrating");
     }
-    return pg::in_transaction(conn, [&] {
+    Result done = pg::in_transaction(conn, [&] {
         // A fixed key: every outbox migration in the database serialises on it.
         conn.exec_simple(ddl_lock_sql);
         ensure_migrations_table(conn, cfg);
@@ -463,6 +463,12 @@ Result migrate(pg::Conn &conn, const Config &cfg, What what, int up_to) {
         }
         return res;
     });
+    // Closed events partitions get their aggregate index (retention.hpp), built concurrently,
+    // which a transaction cannot hold: only when migrate ran in a transaction of its own.
+    if (st == PQTRANS_IDLE && what != What::inbox && done.outbox_to >= 2) {
+        retention::index_closed_partitions(conn, cfg);
+    }
+    return done;
 }
 
 std::string idempotency_index(const Config &cfg) {

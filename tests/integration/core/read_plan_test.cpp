@@ -4,6 +4,7 @@
 // measured in buffers touched (deterministic), not time.
 #include "config.hpp"
 #include "pg.hpp"
+#include "retention.hpp"
 #include "schema.hpp"
 #include "stream.hpp"
 #include "test_env.hpp"
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <regex>
+#include <thread>
 
 using namespace outbox;
 
@@ -116,4 +118,52 @@ TEST_F(ReadPlan, ReadCostDoesNotGrowWithABacklogOnOneAggregate) {
     // A read takes a batch in position order, however deep the backlog.
     EXPECT_LT(big, small + 40);
     EXPECT_GT(big, 0);
+}
+
+// Replay and the per-aggregate lookups find an aggregate's events in a closed partition through
+// its aggregate index, which the relay's indexer builds in the background (and migrate as the
+// owner), never by scanning the history; partitions still written go without it.
+TEST_F(ReadPlan, AClosedPartitionGetsItsAggregateIndexForReplay) {
+    pg::Result parts = conn.exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS"
+                                 " regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE '%default%'",
+                                 {stream::events_table(cfg)});
+    for (int i = 0; i < parts.rows(); ++i) {
+        conn.exec_simple("DROP TABLE " + std::string(parts.get(i, 0))); // made by migrate at the default width
+    }
+    cfg.set("outbox.partition_events", "1000");
+    cfg.set("pg.url", outbox_test::pg_url());
+    insert_events(conn, cfg, 1, 5000, "", 500);
+    retention::ensure_partitions(conn, cfg); // [0, 1000) ... [7000, 8000), the rows moved in
+    conn.exec_simple("UPDATE " + stream::relay_table(cfg) + " SET cursor = 5000");
+    auto valid_indexes = [&] {
+        return conn
+            .exec("SELECT count(*) FROM pg_inherits i JOIN pg_index x ON x.indrelid = i.inhrelid WHERE"
+                  " i.inhparent = CAST($1 AS regclass) AND NOT x.indisprimary AND x.indisvalid",
+                  {stream::events_table(cfg)})
+            .get_int(0, 0);
+    };
+    {
+        retention::Indexer indexer;
+        for (int i = 0; i < 300 && valid_indexes() < 5; ++i) {
+            EXPECT_EQ(indexer.tick(conn, cfg), "");
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+    EXPECT_EQ(valid_indexes(), 5) << "[0, 1000) ... [4000, 5000) are closed; [5000, 6000) holds the cursor's next";
+    conn.exec_simple("ANALYZE " + stream::events_table(cfg));
+    const std::string replay = explain("ANALYZE, BUFFERS",
+                                       "SELECT seq FROM " + t +
+                                           " WHERE aggregate_type = 'PRD' AND aggregate_id = 'a7' AND seq >= 0"
+                                           " ORDER BY seq",
+                                       {});
+    EXPECT_NE(replay.find(cfg.table + "_a00000000001000"), std::string::npos) << replay;
+    EXPECT_EQ(replay.find("Seq Scan on " + cfg.table + "_e00000000001000"), std::string::npos) << replay;
+    EXPECT_EQ(
+        conn.exec("SELECT count(*) FROM " + t + " WHERE aggregate_type = 'PRD' AND aggregate_id = 'a7'").get_int(0, 0),
+        10);
+    // The owner's synchronous way: the next partition once the cursor has passed it.
+    conn.exec_simple("UPDATE " + stream::relay_table(cfg) + " SET cursor = 5999");
+    EXPECT_EQ(retention::index_closed_partitions(conn, cfg), 1);
+    EXPECT_EQ(retention::index_closed_partitions(conn, cfg), 0);
+    EXPECT_EQ(valid_indexes(), 6);
 }
