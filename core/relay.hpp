@@ -5,10 +5,11 @@
 // - an event is published only after every earlier event of its aggregate was confirmed: within
 //   a step each aggregate is a chain, and the next link goes out when the broker acked the
 //   previous one; across aggregates, up to `relay.window` messages are in flight;
-// - an event is marked PUBLISHED only when its delivery tag was acked and it was not returned
-//   (unless relay.unroutable_is_failure=false); nacks and returns are failures with backoff;
-// - a lost connection mid-batch never marks an unconfirmed event: what was confirmed is marked,
-//   the rest stays PENDING and goes out again (at-least-once).
+// - an event is recorded published (a receipt; the outbox view shows it PUBLISHED) only when its
+//   delivery tag was acked and it was not returned (unless relay.unroutable_is_failure=false);
+//   nacks and returns are failures with backoff (the event parked with its retries);
+// - a lost connection mid-batch never records an unconfirmed event: what was confirmed is
+//   recorded, the rest stays pending and goes out again (at-least-once).
 #pragma once
 
 #include "amqp.hpp"
@@ -36,7 +37,7 @@ namespace outbox {
 
 struct RelayStats {
     int64_t claimed = 0;     // events claimed this step
-    int64_t published = 0;   // confirmed and marked PUBLISHED
+    int64_t published = 0;   // confirmed and recorded published
     int64_t failed = 0;      // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
     int64_t dead = 0;        // of `failed`, those that reached relay.max_attempts and are now FAILED
     int64_t held_back = 0;   // claimed but not published because an earlier event of the aggregate was not confirmed

@@ -14,7 +14,7 @@
 --                    duplicate-key message), never a payload.
 --   outbox_relay     the relay: read events (never change one) and record its progress: the
 --                    cursor, receipts, parked events. It cannot make partitions (migrate and an
---                    owner's purge do; it says so once in its log).
+--                    owner's purge do; it says so in its log every 10 s while some are due).
 --   outbox_consumer  consumers: their inbox, its positions and (partitioned subscribers) the
 --                    membership tables only; nothing of the outbox.
 --   outbox_operator  stats, retry-failed, purge, replay, purge-inbox; the documents' manual retry
