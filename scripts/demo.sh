@@ -191,13 +191,13 @@ for sub in "${subscribers[@]}"; do
   wait_sql "SELECT count(*) FROM demo.outbox_inbox WHERE consumer = '$sub'" "$total" 60
 done
 
-step "forced redelivery 2: one event published twice (put back to PENDING, as after a relay crash before marking it)"
+step "forced redelivery 2: one event published twice (outbox replay, as a relay crash before recording it would)"
 again=$(q "SELECT outbox_id FROM demo.outbox WHERE metadata->>'microservice' = 'example-c' ORDER BY outbox_id LIMIT 1")
+aggregate=$(q "SELECT aggregate_type || ':' || aggregate_id FROM demo.outbox WHERE outbox_id = '$again'")
 echo "$again" >"$logs/republished.txt"
 declare -A before=()
 for sub in "${subscribers[@]}"; do before[$sub]=$(lines_of "$logs/$sub.log"); done
-q "UPDATE demo.outbox SET status = 'PENDING', published_at = NULL WHERE outbox_id = '$again'" >/dev/null
-wait_sql "SELECT status FROM demo.outbox WHERE outbox_id = '$again'" PUBLISHED 30
+outbox replay --schema demo --aggregate "$aggregate" --event "$again"
 for sub in "${subscribers[@]}"; do
   wait_again "$logs/$sub.log" "${before[$sub]}" "$again" 30
   tail -n +"$((${before[$sub]} + 1))" "$logs/$sub.log" | grep -F "$again"

@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
                 f"{sub}: its inbox holds one row per event",
                 f"inbox rows {dict(rows_in)} vs written {sorted(written)}")
         c.check(bool(republished) and skipped[republished] >= 1,
-                f"{sub}: the event published twice by the relay was skipped by its inbox",
+                f"{sub}: the event published twice (outbox replay) was skipped by its inbox",
                 f"no 'already processed' line for {republished or '(no republished event recorded)'}")
 
     # The forced redelivery: the search-indexer killed after applying an event, before its ack.

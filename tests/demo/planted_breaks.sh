@@ -71,7 +71,7 @@ fresh  # the Node search-indexer never gets the event published twice
 again=$(cat "$logs/republished.txt")
 grep -v "$again.*already processed" "$logs/search-indexer.log" >"$tmp/d/search-indexer.log"
 expect "planted: the search-indexer never sees the republished $again" 1 \
-  "FAIL  search-indexer: the event published twice by the relay was skipped by its inbox"
+  "FAIL  search-indexer: the event published twice (outbox replay) was skipped by its inbox"
 
 echo "planted breaks: $passed passed, $failed failed"
 [[ $failed == 0 ]]
