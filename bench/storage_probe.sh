@@ -14,13 +14,15 @@
 # business row (a 256-byte text column) plus, by mode:
 #   biz          nothing more
 #   row          the event row into a bare copy of the table (no key, no index): the floor
-#   row+ctr      the row, plus the per-aggregate counter upsert the write does today
+#   row+ctr      the row, plus the per-aggregate counter upsert (defined; not in the modes run)
 #   v1           today's write statement: counter upsert + the event row into a table with the
 #                schema-v1 keys and partial indexes (outbox_id, (aggregate, seq), pending,
 #                unpublished, published_at, failed, idempotency key)
 #   pos          an event row keyed only by a position from a sequence, no counter
 #   pos+ctr      the same with the counter upsert
-#   pos+key+ctr  the same with the (aggregate, seq) unique key too
+#   part         the position-keyed row into a table range-partitioned on position (partitions
+#                of 1M positions and a default one), no counter
+#   part+ctr     the same with the counter upsert: storage version 2's write statement
 # A new aggregate per transaction, as in bench W; event ids are time-ordered (like uuid v7).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -76,12 +78,24 @@ CREATE TABLE pos (
     payload json NOT NULL, previous_payload json, metadata json NOT NULL DEFAULT '{}', actor text,
     created_at timestamptz NOT NULL DEFAULT now(), idempotency_key text);
 CREATE TABLE pos_ctr (LIKE pos INCLUDING ALL);
-CREATE TABLE pos_key_ctr (LIKE pos INCLUDING ALL, UNIQUE (aggregate_type, aggregate_id, seq));
+CREATE SEQUENCE part_seq;
+CREATE TABLE part (LIKE pos INCLUDING DEFAULTS INCLUDING CONSTRAINTS, PRIMARY KEY (position))
+    PARTITION BY RANGE (position);
+CREATE TABLE part_p0 PARTITION OF part FOR VALUES FROM (0) TO (1000000);
+CREATE TABLE part_p1 PARTITION OF part FOR VALUES FROM (1000000) TO (2000000);
+CREATE TABLE part_p2 PARTITION OF part FOR VALUES FROM (2000000) TO (3000000);
+CREATE TABLE part_default PARTITION OF part DEFAULT;
+CREATE TABLE part_ctr (LIKE part INCLUDING DEFAULTS INCLUDING CONSTRAINTS, PRIMARY KEY (position))
+    PARTITION BY RANGE (position);
+CREATE TABLE part_ctr_p0 PARTITION OF part_ctr FOR VALUES FROM (0) TO (1000000);
+CREATE TABLE part_ctr_p1 PARTITION OF part_ctr FOR VALUES FROM (1000000) TO (2000000);
+CREATE TABLE part_ctr_p2 PARTITION OF part_ctr FOR VALUES FROM (2000000) TO (3000000);
+CREATE TABLE part_ctr_default PARTITION OF part_ctr DEFAULT;
 CREATE TABLE counters_v1 (aggregate_type text, aggregate_id text, last_seq bigint NOT NULL,
                           PRIMARY KEY (aggregate_type, aggregate_id));
 CREATE TABLE counters_row (LIKE counters_v1 INCLUDING ALL);
 CREATE TABLE counters_pos (LIKE counters_v1 INCLUDING ALL);
-CREATE TABLE counters_key (LIKE counters_v1 INCLUDING ALL);
+CREATE TABLE counters_part (LIKE counters_v1 INCLUDING ALL);
 SQL
 
 payload="{\"p\":\"$(printf 'x%.0s' $(seq 1 240))\"}"
@@ -100,10 +114,11 @@ mode_sql() {
         v1) echo "$(counter counters_v1) INSERT INTO storage_probe.v1 (aggregate_type, aggregate_id, seq, outbox_id, next_attempt_at, $cols) SELECT s.aggregate_type, s.aggregate_id, s.last_seq, $id, now(), $vals FROM s RETURNING seq;" ;;
         pos) echo "INSERT INTO storage_probe.pos (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) VALUES (nextval('storage_probe.position_seq'), 'ORD', $agg, 1, $id, $vals) RETURNING seq;" ;;
         pos+ctr) echo "$(counter counters_pos) INSERT INTO storage_probe.pos_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.position_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
-        pos+key+ctr) echo "$(counter counters_key) INSERT INTO storage_probe.pos_key_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.position_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
+        part) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) VALUES (nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals) RETURNING seq;" ;;
+        part+ctr) echo "$(counter counters_part) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
     esac
 }
-modes=(biz row row+ctr v1 pos pos+ctr pos+key+ctr)
+modes=(biz row v1 pos pos+ctr part part+ctr)
 for m in "${modes[@]}"; do
     {
         echo '\set r random(1, 1000000000000)'
