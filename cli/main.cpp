@@ -531,8 +531,8 @@ void define(CLI::App &app, Commands &c) {
     c.retry->add_option("--id", c.rto.id, "only this event (its OUTBOX_ID)");
 
     c.purge = app.add_subcommand(
-        "purge", "remove events published before an age: drop whole partitions (as the tables' owner), delete a "
-                 "version-1 table's rows in bounded batches (never PENDING or FAILED)");
+        "purge", "remove events published before an age: drop whole partitions, delete a version-1 table's rows "
+                 "in bounded batches (never PENDING or FAILED)");
     add_common(*c.purge, c.purge_opts, false);
     c.purge->add_option("--published-older-than", c.purge_age, "age such as 30d, 12h, 90m, 45s")->required();
     c.purge

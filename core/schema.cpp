@@ -285,6 +285,32 @@ BEGIN
 END
 $v1delete$;
 CREATE TRIGGER "{N}_v1_delete" INSTEAD OF DELETE ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_delete"();
+-- Dropping a partition needs the table's owner; purge calls this (as the owner, definer's rights)
+-- so that an operator role granted EXECUTE can run it too. It drops only a partition of the events
+-- table that lies wholly at or below the relay's cursor; purge chose it by the age of its receipts.
+CREATE FUNCTION "{S}"."{N}_drop_partition"(part text) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $droppart$
+DECLARE
+    bound text;
+    upper bigint;
+    done bigint;
+BEGIN
+    SELECT pg_get_expr(c.relpartbound, c.oid) INTO bound FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     WHERE i.inhparent = CAST('{E}' AS regclass) AND c.relname = part;
+    IF bound IS NULL THEN
+        RETURN false; -- gone already (another purge), or not a partition of the events table
+    END IF;
+    upper := CAST(substring(bound FROM $re$TO \('?(-?[0-9]+)'?\)$re$) AS bigint);
+    SELECT r.cursor INTO done FROM {RELAY} r WHERE r.name = 'default';
+    IF upper IS NULL OR upper - 1 > done THEN
+        RAISE EXCEPTION 'outbox: partition % is not wholly at or below the relay''s cursor', part
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    EXECUTE format('DROP TABLE %I.%I', '{S}', part);
+    RETURN true;
+END
+$droppart$;
+REVOKE ALL ON FUNCTION "{S}"."{N}_drop_partition"(text) FROM PUBLIC;
 )SQL",
 };
 

@@ -831,8 +831,9 @@ OUTBOX_API outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, cons
  * events table that lies wholly at or below the relay's cursor and whose newest receipt is older
  * than the age, with the receipts and idempotency keys of its events: no DELETE. A partition goes
  * whole or not at all, so events leave outbox.partition_events at a time. The drop takes the
- * events table's ACCESS EXCLUSIVE lock briefly (tried 100 ms at a time); only the tables' owner
- * may drop. Then it deletes the published rows older than the age of a version-1 table kept by an
+ * events table's ACCESS EXCLUSIVE lock briefly (tried 100 ms at a time). Partitions are dropped
+ * through the schema's `<table>_drop_partition` function (the owner's rights; packaging/roles.sql
+ * grants it to outbox_operator). Then it deletes the published rows older than the age of a version-1 table kept by an
  * upgrade (`<table>_v1`), `batch` rows per DELETE, each its own short transaction, until none is
  * left. Never removes a PENDING or FAILED event (a parked event keeps its copy in
  * `<table>_parked`); writers and relays go on meanwhile. Must be called outside a transaction.

@@ -298,6 +298,58 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     EXPECT_EQ(scalar(pg_url(), "SELECT outbox_id FROM " + t), ids[1]) << "the pending one stays";
 }
 
+// The operator role purges: the partitions due go through the schema's drop function (the
+// owner's rights), which drops nothing above the relay's cursor; other roles cannot call it.
+TEST_F(SecTest, TheOperatorRolePurgesDuePartitionsAndNothingAboveTheCursor) {
+    int rc = 0;
+    std::string out = shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema + " -f " +
+                                shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
+                            &rc);
+    ASSERT_EQ(rc, 0) << out;
+    const std::string pw = "Pp" + tag;
+    const std::string op = login_role("o", pw, "IN ROLE outbox_operator");
+    const std::string writer = login_role("w", pw, "IN ROLE outbox_writer");
+    const std::string s = "\"" + schema + "\".";
+    // Two partitions of 100 positions: [100, 200) published 40 days ago, [200, 300) pending.
+    for (const auto &row :
+         sql(pg_url(), "SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST('" + s +
+                           "outbox_events' AS regclass) AND CAST(inhrelid AS regclass)::text"
+                           " NOT LIKE '%default%'")) {
+        sql(pg_url(), "DROP TABLE " + row[0]);
+    }
+    for (const char *from : {"100", "200"}) {
+        auto r = sql(pg_url(), "CREATE TABLE " + s + "outbox_e00000000000" + from + " PARTITION OF " + s +
+                                   "outbox_events FOR VALUES FROM (" + from + ") TO (" +
+                                   std::to_string(std::stoi(from) + 100) + ")");
+        ASSERT_TRUE(r.empty()) << r[0][0];
+    }
+    auto r = sql(pg_url(), "INSERT INTO " + s +
+                               "outbox_events (position, outbox_id, event_type, aggregate_type, aggregate_id, seq,"
+                               " operation, payload) SELECT g, gen_random_uuid(), 'X', 'PRD', 'p' || g, 1, 'POST', '{}'"
+                               " FROM generate_series(100, 250) g");
+    ASSERT_TRUE(r.empty()) << r[0][0];
+    sql(pg_url(), "SELECT setval('" + s + "outbox_position_seq', 250)");
+    sql(pg_url(), "INSERT INTO " + s + "outbox_receipts VALUES (100, 199, now() - interval '40 days')");
+    sql(pg_url(), "UPDATE " + s + "outbox_relay SET cursor = 199");
+
+    outbox_db *d = nullptr;
+    ASSERT_EQ(outbox_db_open(&d, pg_url_as(op, pw).c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+    int64_t purged = 0;
+    EXPECT_EQ(outbox_purge_published(&purged, d, 30 * 86400, 100), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(purged, 100);
+    outbox_db_close(d);
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_events"), "51");
+    EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_e00000000000100') IS NULL"), "t");
+    // The function itself refuses a partition the cursor has not passed, and other roles.
+    const std::string above =
+        scalar(pg_url_as(op, pw), "SELECT " + s + "outbox_drop_partition('outbox_e00000000000200')");
+    EXPECT_NE(above.find("not wholly at or below the relay's cursor"), std::string::npos) << above;
+    const std::string by_writer =
+        scalar(pg_url_as(writer, pw), "SELECT " + s + "outbox_drop_partition('outbox_e00000000000200')");
+    EXPECT_NE(by_writer.find("permission denied"), std::string::npos) << by_writer;
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_events"), "51");
+}
+
 // ================================================================ TLS
 
 TEST_F(SecTest, RelayOverAmqpsAndVerifiedPostgresTls) {
