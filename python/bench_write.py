@@ -105,10 +105,13 @@ def main() -> int:
     try:
         with psycopg.connect(url) as conn, outbox.Db(url, config=cfg) as db:
 
-            table = f'"{schema}"."outbox"'
-            insert_sql = (f"INSERT INTO {table} (aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, "
-                          "payload, metadata, actor, created_at, next_attempt_at) "
-                          "VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, now(), now())")
+            # Storage version 2: the event row lives in the events table, keyed by a position from
+            # its sequence (the outbox itself is a view).
+            table = f'"{schema}"."outbox_events"'
+            insert_sql = (f"INSERT INTO {table} (position, aggregate_type, aggregate_id, seq, outbox_id, event_type, "
+                          "operation, payload, metadata, actor, created_at) "
+                          f"VALUES (nextval('\"{schema}\".\"outbox_position_seq\"'), %s, %s, %s, %s, %s, %s, %s::json,"
+                          " %s::json, %s, now())")
             seqs = [0]
 
             def insert() -> None:
