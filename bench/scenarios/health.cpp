@@ -133,9 +133,11 @@ class Background {
 std::vector<TableSample> sample_tables(Bench &b, const Daemon &daemon, const std::atomic<bool> &writing) {
     // Sizes summed over each table's partitions (the inbox is partitioned; the others are one each).
     const std::string q =
-        "SELECT c.relname, sum(pg_total_relation_size(t.relid)), coalesce(sum(s.n_live_tup), 0),"
+        "SELECT c.relname, sum(pg_total_relation_size(coalesce(t.relid, c.oid))), coalesce(sum(s.n_live_tup), 0),"
         " coalesce(sum(s.n_dead_tup), 0) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " CROSS JOIN LATERAL pg_partition_tree(c.oid) t LEFT JOIN pg_stat_user_tables s ON s.relid = t.relid"
+        // pg_partition_tree() gives no row for a table outside any partition tree: the table itself.
+        " LEFT JOIN LATERAL pg_partition_tree(c.oid) t ON true"
+        " LEFT JOIN pg_stat_user_tables s ON s.relid = coalesce(t.relid, c.oid)"
         " WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname IN"
         " ('outbox_events', 'outbox_receipts', 'outbox_aggregates', 'outbox_inbox', 'outbox_inbox_positions')"
         " GROUP BY c.relname ORDER BY 1";
