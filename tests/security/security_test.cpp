@@ -130,6 +130,15 @@ class SecTest : public ::testing::Test {
         EXPECT_EQ(outbox_event_set(ev, "payload", payload.c_str()), OUTBOX_OK) << outbox_last_error();
         return ev;
     }
+    // packaging/roles.sql, run by the owner on this schema.
+    void apply_roles() {
+        int rc = 0;
+        const std::string out =
+            shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema + " -f " +
+                      shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
+                  &rc);
+        ASSERT_EQ(rc, 0) << out;
+    }
     // A login role whose password the server checks (scripts/services.sh: pg_hba.conf asks
     // members of outbox_password_auth for one; everyone else is trusted).
     std::string login_role(const std::string &name, const std::string &password, const std::string &extra) {
@@ -152,11 +161,7 @@ class SecTest : public ::testing::Test {
 // ================================================================ least privilege
 
 TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
-    int rc = 0;
-    std::string out = shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema + " -f " +
-                                shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
-                            &rc);
-    ASSERT_EQ(rc, 0) << out;
+    ASSERT_NO_FATAL_FAILURE(apply_roles());
     const std::string pw = "Lp" + tag;
     const std::string writer = login_role("w", pw, "IN ROLE outbox_writer");
     const std::string relay_role = login_role("r", pw, "IN ROLE outbox_relay");
@@ -301,11 +306,7 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
 // The operator role purges: the partitions due go through the schema's drop function (the
 // owner's rights), which drops nothing above the relay's cursor; other roles cannot call it.
 TEST_F(SecTest, TheOperatorRolePurgesDuePartitionsAndNothingAboveTheCursor) {
-    int rc = 0;
-    std::string out = shell("psql -X -q " + shell_quote(pg_url()) + " -v ON_ERROR_STOP=1 -v schema=" + schema + " -f " +
-                                shell_quote(std::string(OUTBOX_SOURCE_DIR) + "/packaging/roles.sql"),
-                            &rc);
-    ASSERT_EQ(rc, 0) << out;
+    ASSERT_NO_FATAL_FAILURE(apply_roles());
     const std::string pw = "Pp" + tag;
     const std::string op = login_role("o", pw, "IN ROLE outbox_operator");
     const std::string writer = login_role("w", pw, "IN ROLE outbox_writer");
