@@ -5,6 +5,7 @@
 #                                     is 0 only when every suite passed and at least one ran
 # Each suite runs in a process of its own (never inside `if`, which would turn `set -e` off).
 declare -a suite_results=()
+declare -a suite_failures=()
 suite_failed=0
 suite_run_suite="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)/run_suite.sh"
 
@@ -15,8 +16,21 @@ suite() { # NAME LIMIT_S FILE FUNCTION
   set +e
   # timeout runs the suite in a process group of its own and, at the limit, sends it SIGTERM, then
   # SIGKILL 20 s later: a hang anywhere in it fails this suite in minutes.
-  timeout --kill-after=20 "$limit" "$suite_run_suite" "$file" "$fn"
+  # Its output goes to a file that tail echoes while it runs, so the summary can name what failed in
+  # it. (Not a pipe: a server the suite leaves running may hold its output open, and the suite must
+  # not wait for that; tail ends once the suite has.)
+  local log suite_pid tail_pid
+  log=$(mktemp)
+  timeout --kill-after=20 "$limit" "$suite_run_suite" "$file" "$fn" >"$log" 2>&1 </dev/null &
+  suite_pid=$!
+  # A command started with & ignores Ctrl-C, so an interrupt is passed on to the suite by hand.
+  trap 'kill -TERM "$suite_pid" 2>/dev/null; exit 130' INT TERM
+  tail -n +1 -s 0.2 -f --pid="$suite_pid" "$log" &
+  tail_pid=$!
+  wait "$suite_pid"
   rc=$?
+  wait "$tail_pid"
+  trap - INT TERM
   [[ $errexit == 1 ]] && set -e
   local took=$((SECONDS - start))
   if [[ $rc == 0 ]]; then
@@ -26,13 +40,24 @@ suite() { # NAME LIMIT_S FILE FUNCTION
     [[ $rc == 124 || $rc == 137 ]] && why="timed out after $limit s"
     suite_results+=("FAIL  $name ($took s, $why)")
     suite_failed=$((suite_failed + 1))
+    suite_failures+=("--- what failed in: $name")
+    mapfile -t -O "${#suite_failures[@]}" suite_failures < <(suite_failure_lines "$log")
   fi
+  rm -f "$log"
+}
+
+# The lines of a suite's output that say what failed: GoogleTest's failed tests and the places of
+# their failures, pytest's and node --test's failed tests, our scripts' FAIL lines; at most 25.
+suite_failure_lines() { # LOG
+  grep -E '^\[  FAILED  \] [A-Za-z]|: Failure$|^FAILED |^not ok |^FAIL  |^  (FAIL|not ok)\b|Test +#[0-9]+: .*\*\*\*(Failed|Timeout)' "$1" |
+    grep -v 'listed below' | awk '!seen[$0]++' | head -25 || true
 }
 
 suite_summary() {
   echo
   echo "=== summary"
   [[ ${#suite_results[@]} -gt 0 ]] && printf '%s\n' "${suite_results[@]}"
+  [[ ${#suite_failures[@]} -gt 0 ]] && printf '%s\n' "${suite_failures[@]}"
   echo "$(( ${#suite_results[@]} - suite_failed )) passed, $suite_failed failed"
   [[ ${#suite_results[@]} -gt 0 && $suite_failed == 0 ]]
 }
