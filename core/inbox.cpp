@@ -157,6 +157,11 @@ std::string partition_name(const Config &cfg, int64_t from_ms) {
     return cfg.inbox_table + buf;
 }
 
+// "<inbox>_x<date>" for the partition "<inbox>_p<date>" taken out by a purge, to be dropped.
+std::string detached_name(const Config &cfg, const Partition &p) {
+    return cfg.inbox_table + "_x" + p.name.substr(cfg.inbox_table.size() + 2);
+}
+
 // One dated partition [from, to): made detached, filled with the rows the default partition holds
 // for it, then attached (which checks the default no longer holds any, under its lock).
 void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) {
@@ -199,12 +204,14 @@ int64_t delete_batches(pg::Conn &conn, const std::string &table, const std::stri
     }
 }
 
-// Drops those of the partitions whose rows were all processed before the cutoff, in one
-// transaction; returns their rows. A partition a late delivery keeps is dropped by a later purge.
-// Dropping takes the inbox's ACCESS EXCLUSIVE lock, which waits for the consumers' open
-// transactions while new ones queue behind it: in a transaction of its own it waits at most 100 ms
-// a try and tries again, so consumers never stall longer than that. The check is made under the
-// lock, so no late delivery is dropped; the counts (only reported) are taken before it.
+// Drops those of the partitions whose rows were all processed before the cutoff; returns their
+// rows. A partition a late delivery keeps is dropped by a later purge. Taking them out of the inbox
+// needs its ACCESS EXCLUSIVE lock, which waits for the consumers' open transactions while new ones
+// queue behind it: in a transaction of its own it waits at most 100 ms a try and tries again, and
+// it only detaches them (renamed "<inbox>_x..."), a change to the catalog of milliseconds. The
+// files go afterwards (drop_detached), when returning their space to the file system keeps no
+// consumer waiting. The check is made under the lock, so no late delivery is dropped; the counts
+// (only reported) are taken before it.
 int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition> &old, const std::string &cutoff_s) {
     if (old.empty()) {
         return 0;
@@ -236,12 +243,27 @@ int64_t drop_done(pg::Conn &conn, const Config &cfg, const std::vector<Partition
                                          name,
                                      {cutoff_s});
             if (r.get(0, 0) == "t") {
-                conn.exec_simple("DROP TABLE " + name);
+                conn.exec_simple("ALTER TABLE " + cfg.inbox_qualified() + " DETACH PARTITION " + name);
+                conn.exec_simple("ALTER TABLE " + name + " RENAME TO " + ident::quoted(detached_name(cfg, old[i])));
                 dropped += rows[i];
             }
         }
         return dropped;
     });
+}
+
+// Drops the inbox partitions drop_done took out, and any a purge stopped in between left.
+void drop_detached(pg::Conn &conn, const Config &cfg) {
+    const std::string prefix = cfg.inbox_table + "_x";
+    pg::Result r = conn.exec("SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace"
+                             " WHERE ns.nspname = $1 AND c.relkind = 'r' AND NOT c.relispartition"
+                             " AND left(c.relname, length($2)) = $2 AND substr(c.relname, length($2) + 1) ~"
+                             " '^[0-9]{8}t[0-9]{4}$' ORDER BY c.relname",
+                             {cfg.schema, prefix});
+    for (int i = 0; i < r.rows(); ++i) {
+        // IF EXISTS: another purge may drop it first.
+        conn.exec_simple("DROP TABLE IF EXISTS " + ident::qualified(cfg.schema, std::string(r.get(i, 0))));
+    }
 }
 
 } // namespace
@@ -323,6 +345,7 @@ int64_t purge_at(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int ba
         }
     }
     total += drop_done(conn, cfg, old, cutoff_s);
+    drop_detached(conn, cfg);
     // Ids that are not v7 or older than the first partition, and rows past the partitions made.
     for (const char *undated : {"_before", "_default"}) {
         total +=

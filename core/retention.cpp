@@ -92,8 +92,9 @@ int64_t ensure_partitions(pg::Conn &conn, const Config &cfg) {
 
 namespace {
 
-// Drops the partitions in `old` under a short ACCESS EXCLUSIVE lock on the events table, tried
-// 100 ms at a time so writers never queue behind it for longer. What made them droppable cannot
+// Takes the partitions in `old` out of the events table (detached, their files dropped later by
+// purge) under a short ACCESS EXCLUSIVE lock on it, tried 100 ms at a time so writers never queue
+// behind it for longer. What made them droppable cannot
 // change meanwhile: nothing is written at or below the cursor (it passes a position only once no
 // transaction can still write it), and their receipts only age. Another purge may have dropped
 // them first. Returns (partitions, events) dropped; the events counted from the receipts, so that
@@ -113,7 +114,7 @@ std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::v
         conn.exec_simple(schema::ddl_lock_sql);
         conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
         std::pair<int64_t, int64_t> done{0, 0};
-        // Through the schema's drop function (definer's rights: an operator role may purge too).
+        // Through the schema's function (definer's rights: an operator role may purge too).
         const std::string drop_fn = ident::qualified(cfg.schema, cfg.table + "_drop_partition");
         for (size_t i = 0; i < old.size(); ++i) {
             if (conn.exec("SELECT " + drop_fn + "($1)", {old[i].name}).get(0, 0) != "t") {
@@ -200,6 +201,8 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
         conn.exec("DELETE FROM " + stream::keys_table(cfg) + " WHERE position > 0 AND position < CAST($1 AS bigint)",
                   {low});
     }
+    // The files of the partitions taken out, this purge's and any an interrupted one left.
+    conn.exec("SELECT " + ident::qualified(cfg.schema, cfg.table + "_drop_detached") + "()");
     // The version-1 table's published rows, until it is empty, and their idempotency keys (a row
     // per event deleted comes back).
     const std::string v1 = stream::v1_table(cfg);

@@ -26,9 +26,10 @@ struct PurgeResult {
     int64_t events = 0;     // events they held, plus version-1 rows deleted
 };
 
-// Removes events published more than older_than_s ago: drops each partition wholly below the
-// relay's cursor whose last receipt is older than that (a short ACCESS EXCLUSIVE lock on the
-// events table, tried 100 ms at a time), then deletes the version-1 table's old published rows
+// Removes events published more than older_than_s ago: takes out each partition wholly below the
+// relay's cursor whose last receipt is older than that (detached under a short ACCESS EXCLUSIVE
+// lock on the events table, tried 100 ms at a time; its file dropped after that lock is gone,
+// together with any an interrupted purge left), then deletes the version-1 table's old published rows
 // `batch` at a time, and the receipts and idempotency keys of dropped events. Call outside a
 // transaction. on_progress(events removed so far) runs after each step.
 PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int batch,

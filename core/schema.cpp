@@ -285,9 +285,13 @@ BEGIN
 END
 $v1delete$;
 CREATE TRIGGER "{N}_v1_delete" INSTEAD OF DELETE ON {T} FOR EACH ROW EXECUTE FUNCTION "{S}"."{N}_v1_delete"();
--- Dropping a partition needs the table's owner; purge calls this (as the owner, definer's rights)
--- so that an operator role granted EXECUTE can run it too. It drops only a partition of the events
--- table that lies wholly at or below the relay's cursor; purge chose it by the age of its receipts.
+-- Taking a partition out needs the table's owner; purge calls this (as the owner, definer's rights)
+-- so that an operator role granted EXECUTE can run it too. It takes out only a partition of the
+-- events table that lies wholly at or below the relay's cursor; purge chose it by the age of its
+-- receipts. It detaches the partition and renames it {N}_x<its first position>: a change to the
+-- catalog, milliseconds under the table's lock whatever the partition holds. The file goes in a
+-- transaction of its own ({N}_drop_detached), where returning its space to the file system (about
+-- 0.4 s a GB) keeps no writer waiting.
 CREATE FUNCTION "{S}"."{N}_drop_partition"(part text) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $droppart$
 DECLARE
@@ -306,11 +310,31 @@ BEGIN
         RAISE EXCEPTION 'outbox: partition % is not wholly at or below the relay''s cursor', part
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    EXECUTE format('DROP TABLE %I.%I', '{S}', part);
+    EXECUTE format('ALTER TABLE {E} DETACH PARTITION %I.%I', '{S}', part);
+    EXECUTE format('ALTER TABLE %I.%I RENAME TO %I', '{S}', part, '{N}_x' || right(part, 14));
     RETURN true;
 END
 $droppart$;
 REVOKE ALL ON FUNCTION "{S}"."{N}_drop_partition"(text) FROM PUBLIC;
+-- Drops the partitions {N}_drop_partition took out (also those of a purge that stopped between
+-- the two); returns how many. Only tables of this schema named so that are no partition.
+CREATE FUNCTION "{S}"."{N}_drop_detached"() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp AS $dropdetached$
+DECLARE
+    t text;
+    n integer := 0;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+              WHERE ns.nspname = '{S}' AND c.relkind = 'r' AND NOT c.relispartition
+                AND left(c.relname, length('{N}_x')) = '{N}_x' AND length(c.relname) = length('{N}_x') + 14
+                AND right(c.relname, 14) ~ '^[0-9]+$' ORDER BY c.relname LOOP
+        EXECUTE format('DROP TABLE IF EXISTS %I.%I', '{S}', t); -- IF EXISTS: another purge may drop it first
+        n := n + 1;
+    END LOOP;
+    RETURN n;
+END
+$dropdetached$;
+REVOKE ALL ON FUNCTION "{S}"."{N}_drop_detached"() FROM PUBLIC;
 )SQL",
 };
 

@@ -42,6 +42,7 @@
 \set parked_table :outbox_table _parked
 \set keys_table :outbox_table _keys
 \set drop_partition_fn :outbox_table _drop_partition
+\set drop_detached_fn :outbox_table _drop_detached
 \set outbox_v1_table :outbox_table _v1
 \set positions_table :inbox_table _positions
 \set members_table :inbox_table _members
@@ -89,9 +90,9 @@ GRANT SELECT, DELETE ON :"schema".:"outbox_v1_table" TO outbox_operator;
 -- retry columns, and events deleted row by row (the trigger refuses any other change).
 GRANT UPDATE, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
 GRANT DELETE ON :"schema".:"events_table", :"schema".:"keys_table", :"schema".:"parked_table" TO outbox_operator;
--- purge: receipts of dropped partitions, and their drop through the schema's function (owner's
--- rights; it drops only partitions wholly at or below the relay's cursor).
+-- purge: receipts of dropped partitions, and their drop through the schema's functions (owner's
+-- rights; they take out only partitions wholly at or below the relay's cursor, then drop them).
 GRANT DELETE ON :"schema".:"receipts_table" TO outbox_operator;
-GRANT EXECUTE ON FUNCTION :"schema".:"drop_partition_fn"(text) TO outbox_operator;
+GRANT EXECUTE ON FUNCTION :"schema".:"drop_partition_fn"(text), :"schema".:"drop_detached_fn"() TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;

@@ -830,10 +830,12 @@ OUTBOX_API outbox_status outbox_retry_failed(int64_t *moved, outbox_db *db, cons
  * Removes events published more than older_than_s seconds ago. It drops each partition of the
  * events table that lies wholly at or below the relay's cursor and whose newest receipt is older
  * than the age, with the receipts and idempotency keys of its events: no DELETE. A partition goes
- * whole or not at all, so events leave outbox.partition_events at a time. The drop takes the
- * events table's ACCESS EXCLUSIVE lock briefly (tried 100 ms at a time). Partitions are dropped
- * through the schema's `<table>_drop_partition` function (the owner's rights; packaging/roles.sql
- * grants it to outbox_operator). Then it deletes the published rows older than the age of a version-1 table kept by an
+ * whole or not at all, so events leave outbox.partition_events at a time. Taking a partition out
+ * (a detach: milliseconds, whatever it holds) takes the events table's ACCESS EXCLUSIVE lock
+ * briefly (tried 100 ms at a time); its file is dropped after that lock is gone, so writers never
+ * wait for the file system. Both go through the schema's `<table>_drop_partition` and
+ * `<table>_drop_detached` functions (the owner's rights; packaging/roles.sql grants them to
+ * outbox_operator); a purge also drops what an interrupted one had taken out. Then it deletes the published rows older than the age of a version-1 table kept by an
  * upgrade (`<table>_v1`), `batch` rows per DELETE, each its own short transaction, until none is
  * left. Never removes a PENDING or FAILED event (a parked event keeps its copy in
  * `<table>_parked`); writers and relays go on meanwhile. Must be called outside a transaction.

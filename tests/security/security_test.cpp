@@ -341,6 +341,10 @@ TEST_F(SecTest, TheOperatorRolePurgesDuePartitionsAndNothingAboveTheCursor) {
     outbox_db_close(d);
     EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_events"), "51");
     EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_e00000000000100') IS NULL"), "t");
+    EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_x00000000000100') IS NULL"), "t")
+        << "taken out of the table, then dropped";
+    const std::string by_writer_detached = scalar(pg_url_as(writer, pw), "SELECT " + s + "outbox_drop_detached()");
+    EXPECT_NE(by_writer_detached.find("permission denied"), std::string::npos) << by_writer_detached;
     // The function itself refuses a partition the cursor has not passed, and other roles.
     const std::string above =
         scalar(pg_url_as(op, pw), "SELECT " + s + "outbox_drop_partition('outbox_e00000000000200')");

@@ -2,6 +2,7 @@
 // --metrics-addr`, its outbox_amqp_node gauge included) against the real PostgreSQL and RabbitMQ.
 #include "admin.hpp"
 #include "closed_port.hpp"
+#include "identifiers.hpp"
 #include "relay_fixture.hpp"
 
 #include <httplib.h>
@@ -538,12 +539,21 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE to_position < 4000"), 0) << "their receipts went too";
-    for (const char *gone : {"_e00000000001000", "_e00000000002000", "_e00000000003000"}) {
+    // Taken out (detached as "_x...") and then dropped: neither name is left.
+    for (const char *gone : {"_e00000000001000", "_e00000000002000", "_e00000000003000", "_x00000000001000",
+                             "_x00000000002000", "_x00000000003000"}) {
         EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
                               "' AS regnamespace) AND relname = '" + cfg.table + gone + "'"),
                   0)
             << gone;
     }
+    // What a purge stopped between taking a partition out and dropping it leaves: the next purge
+    // drops it, and no other table.
+    db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x00000000000007") +
+                    " (x int)");
+    db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x7") + " (x int)");
+    db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x0000000000000y") +
+                    " (x int)");
     EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
                           "' AS regnamespace) AND relname = '" + cfg.table + "_e00000000004000'"),
               1);
@@ -555,6 +565,13 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     auto common = common_args();
     args.insert(args.end(), common.begin(), common.end());
     EXPECT_EQ(run_cli(args, &rc_cli), "{\"deleted\":0,\"older_than_s\":43200}\n");
+    auto tables_named = [&](const std::string &name_end) {
+        return scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
+                           "' AS regnamespace) AND relname = '" + cfg.table + name_end + "'");
+    };
+    EXPECT_EQ(tables_named("_x00000000000007"), 0) << "the leftover was dropped";
+    EXPECT_EQ(tables_named("_x7"), 1) << "a table not named as a leftover stays";
+    EXPECT_EQ(tables_named("_x0000000000000y"), 1) << "a table not named as a leftover stays";
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW'"), 50);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());

@@ -202,6 +202,9 @@ TEST_F(InboxTest, PurgeDropsPartitionsWhollyPastTheCutoffAndDeletesOnlyInTheUnda
     const int64_t purged = outbox::inbox::purge_at(*db, cfg, 300, 7, now + 600000);
     EXPECT_EQ(purged, 50 + 30) << "the first partition dropped, the random ids deleted";
     EXPECT_EQ(scalar("SELECT to_regclass($1)", {first_partition}), "<null>") << first_partition << " is dropped";
+    // It was taken out as "<inbox>_x<date>", then dropped: no table of either name is left.
+    const std::string detached = std::string(first_partition).replace(first_partition.rfind("_p"), 2, "_x");
+    EXPECT_EQ(scalar("SELECT to_regclass($1)", {detached}), "<null>") << detached << " is dropped";
     EXPECT_EQ(scalar("SELECT count(*) FROM " + inbox()), "40") << "the partition of the late delivery is kept whole";
     EXPECT_FALSE(dedupe(late));
     // Partitions are made up to 3 ahead of the purge's clock.
