@@ -33,6 +33,7 @@ const std::vector<Scenario> &bench::scenario_table() {
         {"P", "relay drain vs relay.batch_size and vs relay.window (--sweep-*)", scenario_sweep, true},
         {"R-nojit", "diagnostic: a drain with options='-c jit=off' in pg.url", scenario_nojit, false},
         {"R-pinned", "diagnostic: a drain with options='-c jit=off -c enable_sort=off'", scenario_pinned, false},
+        {"R-async", "diagnostic: a drain with options='-c synchronous_commit=off'", scenario_async, false},
         {"Z", "drain at size: 10k and --size-backlog backlogs on --size-beneath published events", scenario_size,
          false},
         {"R-w1", "relay with relay.window=1", scenario_window1, true},
@@ -78,7 +79,7 @@ Run new_run(const Options &o, uint32_t tag) {
     run.drain_bin = o.drain_bin.empty() ? next_to_self("relay_drain") : o.drain_bin;
     if (access(run.drain_bin.c_str(), X_OK) != 0 &&
         (wanted(o, "D") || wanted(o, "P") || wanted(o, "Z") || wanted(o, "R-w1") || wanted(o, "R-nojit") ||
-         wanted(o, "R-pinned"))) {
+         wanted(o, "R-pinned") || wanted(o, "R-async"))) {
         die("the drain child is not at " + run.drain_bin + " (build relay_drain, or give --drain-bin PATH)");
     }
     char hex[16];

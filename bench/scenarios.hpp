@@ -58,6 +58,7 @@ void scenario_drain(Bench &b);      // D
 void scenario_sweep(Bench &b);      // P
 void scenario_nojit(Bench &b);      // R-nojit
 void scenario_pinned(Bench &b);     // R-pinned
+void scenario_async(Bench &b);      // R-async
 void scenario_size(Bench &b);       // Z
 void scenario_window1(Bench &b);    // R-w1
 void scenario_seed(Bench &b);       // S

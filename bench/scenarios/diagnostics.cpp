@@ -1,7 +1,8 @@
 // R-nojit, R-pinned: diagnostics, run only when --only names them. The relay as in D on a backlog of
 // --events, with session settings in pg.url (libpq "options") that a user can apply today.
 // R-nojit: no JIT for the claim query. R-pinned: no JIT, and sorts priced out so the claim keeps
-// walking the pending index in order instead of sorting.
+// walking the pending index in order instead of sorting. R-async: the relay's session without
+// synchronous_commit, so a step's mark does not wait for its WAL to reach the disk.
 #include "../scenarios.hpp"
 
 #include "../support/relay.hpp"
@@ -34,6 +35,10 @@ void diagnostic_drain(Bench &b, const std::string &key, const char *pg_options, 
 
 void scenario_nojit(Bench &b) {
     diagnostic_drain(b, "R-nojit", "-c jit=off", 0x0010, 'j');
+}
+
+void scenario_async(Bench &b) {
+    diagnostic_drain(b, "R-async", "-c synchronous_commit=off", 0x0012, 'y');
 }
 
 void scenario_pinned(Bench &b) {
