@@ -302,6 +302,37 @@ Result Conn::exec_cached(const std::string &sql, const Params &params) {
     return Result(r);
 }
 
+void Conn::send_cached(const std::string &sql, const Params &params) {
+    if (!owned_) {
+        fail(Errc::internal, "send_cached needs a connection the library owns");
+    }
+    check_usable();
+    const std::string &name = prepare_once(sql, static_cast<int>(params.size()));
+    std::vector<const char *> values;
+    values.reserve(params.size());
+    for (const auto &p : params) {
+        values.push_back(p ? p->c_str() : nullptr);
+    }
+    if (PQsendQueryPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) !=
+        1) {
+        raise(nullptr, "sending a query failed");
+    }
+}
+
+Result Conn::collect() {
+    PGresult *first = PQgetResult(c_);
+    Result holder(first);
+    // The rest (none for one statement) up to the end of the query, so the connection is idle.
+    while (PGresult *more = PQgetResult(c_)) {
+        PQclear(more);
+    }
+    ExecStatusType st = first != nullptr ? PQresultStatus(first) : PGRES_FATAL_ERROR;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        raise(first, "query failed");
+    }
+    return holder;
+}
+
 Result Conn::exec_simple(const std::string &sql) {
     if (starts_afresh(sql)) {
         revive_if_lost();

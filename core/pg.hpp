@@ -69,6 +69,11 @@ class Conn {
     Result exec_cached(const std::string &sql, const Params &params);
     // Runs a simple (possibly multi-statement) query without parameters.
     Result exec_simple(const std::string &sql);
+    // exec_cached() in two halves on an owned connection: send() sends the statement and returns
+    // at once, so the server runs it while the caller does other work; collect() waits for its
+    // result (throwing as exec_cached would). Nothing else may use the connection in between.
+    void send_cached(const std::string &sql, const Params &params);
+    Result collect();
     // BEGIN and then one statement (as exec_cached), sent together in one pipeline: one round
     // trip instead of two. The connection must be idle (Errc::transaction otherwise). On success
     // the transaction is open; on failure it has been rolled back.

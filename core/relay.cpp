@@ -177,6 +177,7 @@ void Relay::drop_pg(int slot) noexcept {
         if (slot == 0) {
             listening_ = false;
             active_ = false; // the relay lock went with the connection
+            prefetch_.reset();
         }
     }
     pg_up_.store(pg_[0].has_value() || pg_[1].has_value(), std::memory_order_relaxed);
@@ -281,19 +282,34 @@ void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
     }
 }
 
+Relay::StreamRead Relay::stream_read(int limit) const {
+    const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
+    StreamRead r;
+    r.again = "{";
+    for (size_t i = 0; i < again.size(); ++i) {
+        r.again += (i > 0 ? "," : "") + std::to_string(again[i]);
+    }
+    r.again += "}";
+    // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
+    r.past =
+        std::to_string(progress_.covers_retries(again) ? progress_.frontier() : std::numeric_limits<int64_t>::max());
+    r.limit = std::to_string(std::max(limit, 1));
+    return r;
+}
+
 // The stream: gaps and retries again, then the events past the frontier, in position order (those
 // only when every retry is read again). One autocommit statement: an idle relay's poll.
 void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
     const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
-    std::string list = "{";
-    for (size_t i = 0; i < again.size(); ++i) {
-        list += (i > 0 ? "," : "") + std::to_string(again[i]);
-    }
-    list += "}";
     const int64_t frontier = progress_.frontier();
-    // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
-    const int64_t read_past = progress_.covers_retries(again) ? frontier : std::numeric_limits<int64_t>::max();
-    pg::Result r = db.exec_cached(read_sql_, {list, std::to_string(read_past), std::to_string(std::max(limit, 1))});
+    const StreamRead want = stream_read(limit);
+    pg::Result r;
+    if (prefetch_ && !prefetch_->sent && prefetch_->read == want) {
+        r = std::move(prefetch_->result);
+    } else {
+        r = db.exec_cached(read_sql_, {want.again, want.past, want.limit});
+    }
+    prefetch_.reset();
     const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;
@@ -316,6 +332,36 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
         items.push_back(std::move(it));
     }
     progress_.observe(again, found_again, fresh, snap);
+}
+
+// After a full batch is read: sends the read the next step will make if every event of this batch
+// is published (the frontier past them, the same positions read again). A read is only ever
+// of events committed by its snapshot, whenever it is made, so an earlier one is as good: the next
+// step uses it when its own read would be the same (read_stream), and otherwise reads afresh.
+void Relay::send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items) {
+    prefetch_.reset();
+    if (items.size() < static_cast<size_t>(cfg_.relay_batch_size) || !parked_aggs_.empty() || stopping()) {
+        return; // no backlog behind this batch, or the next read depends on how this one ends
+    }
+    Prefetch p;
+    p.read = stream_read(cfg_.relay_batch_size);
+    db.send_cached(read_sql_, {p.read.again, p.read.past, p.read.limit});
+    p.sent = true;
+    prefetch_ = std::move(p);
+}
+
+// Takes the prefetched read's result, so that slot 0 is free again. On any failure the prefetch
+// is dropped: the next step reads afresh (and finds a lost connection itself).
+void Relay::collect_prefetch(pg::Conn &db) noexcept {
+    if (!prefetch_ || !prefetch_->sent) {
+        return;
+    }
+    try {
+        prefetch_->result = db.collect();
+        prefetch_->sent = false;
+    } catch (const std::exception &) {
+        prefetch_.reset();
+    }
 }
 
 std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
@@ -631,6 +677,7 @@ RelayStats Relay::step() {
     ensure_amqp();
     ensure_pg(0);
     pg::Conn &db = *pg_[0];
+    collect_prefetch(db); // left sent only when the last step ended early, by an exception
     std::vector<RelayItem> items;
     try {
         if (!ensure_active()) {
@@ -652,10 +699,16 @@ RelayStats Relay::step() {
         st.total_us = micros_since(t0);
         return st;
     }
+    try {
+        send_prefetch(db, items);
+    } catch (const Error &) {
+        prefetch_.reset(); // the next step reads afresh (and finds a lost connection itself)
+    }
     const auto t1 = Clock::now();
     PublishRound round(items, build_chains(items), st);
     const std::optional<std::string> amqp_error = publish(round);
     st.publish_us = micros_since(t1);
+    collect_prefetch(db);
     mark(db, items, st);
     st.total_us = micros_since(t0);
     if (amqp_error) {

@@ -129,6 +129,15 @@ class Relay {
     std::vector<RelayItem> read_batch(pg::Conn &db, RelayStats &st);
     void read_parked(pg::Conn &db, std::vector<RelayItem> &items);
     void read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit);
+    // The parameters of the stream read read_stream() makes now: the positions read again, the
+    // frontier (or nothing past it), the limit.
+    struct StreamRead {
+        std::string again, past, limit;
+        bool operator==(const StreamRead &o) const { return again == o.again && past == o.past && limit == o.limit; }
+    };
+    [[nodiscard]] StreamRead stream_read(int limit) const;
+    void send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items);
+    void collect_prefetch(pg::Conn &db) noexcept;
     std::vector<int> build_chains(std::vector<RelayItem> &items);
     std::optional<std::string> publish(PublishRound &round);
     void send_ready(PublishRound &round, amqp::Connection &mq);
@@ -168,6 +177,15 @@ class Relay {
     stream::Progress progress_;
     int64_t stored_cursor_ = -1;
     std::set<std::pair<std::string, std::string>> parked_aggs_;
+    // The next stream read, sent while a full batch is published (the broker waits for nothing
+    // between batches): used by the next step only when it would make the very same read, so it
+    // is that read made a little earlier. `sent` until collected, before anything else uses slot 0.
+    struct Prefetch {
+        StreamRead read;
+        pg::Result result;
+        bool sent = false;
+    };
+    std::optional<Prefetch> prefetch_;
     std::chrono::steady_clock::time_point next_partition_check_{};
     int64_t partitions_end_ = 0; // where the events partitions end, as last seen (0: not known)
     retention::Indexer indexer_; // closed partitions' aggregate indexes, built in the background

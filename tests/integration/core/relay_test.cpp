@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -124,6 +125,43 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
     EXPECT_EQ(queue.collect(20).size(), 20U);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED' AND error_message IS NULL"),
               20);
+}
+
+// The next read is sent while a full batch is published, and used by the next step only when it
+// would make the same read. Here the first batch fails (no queue), so the events read ahead belong
+// to aggregates parked meanwhile: they must be parked unsent, not published before their heads.
+TEST_F(RelayTest, AReadMadeAheadOfAFailedBatchKeepsItsEventsBehindTheirParkedAggregates) {
+    {
+        outbox::amqp::Connection c(Collector::options());
+        c.declare_exchange(cfg.exchange, "fanout", true, false);
+    }
+    cfg.set("relay.batch_size", "10");
+    cfg.set("relay.backoff_base_ms", "20000");
+    cfg.set("relay.backoff_max_ms", "20000");
+    write_events(30, 5); // positions 1-30, aggregate i % 5: six events each
+    outbox::Relay relay(cfg);
+    outbox::RelayStats first = relay.step();
+    EXPECT_EQ(first.claimed, 10);
+    EXPECT_EQ(first.unroutable, 5) << "the heads went out and came back";
+    EXPECT_EQ(first.published, 0);
+    outbox::RelayStats second = relay.step(); // the read made ahead during the first step
+    EXPECT_EQ(second.claimed, 10);
+    EXPECT_EQ(second.unroutable, 0) << "nothing of a parked aggregate is sent";
+    EXPECT_EQ(second.published, 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + outbox::stream::parked_table(cfg)), 20);
+
+    Collector queue(cfg.exchange);
+    db->exec("UPDATE " + outbox::stream::parked_table(cfg) + " SET next_attempt_at = now()");
+    outbox::RelayStats total = drain(relay);
+    EXPECT_EQ(total.published, 30);
+    std::map<std::string, long> last_seq;
+    for (const outbox::amqp::Message &m : queue.collect(30)) {
+        const std::string agg = header_string(m.props, "outbox-aggregate-id");
+        const long seq = std::stol(header_string(m.props, "outbox-seq"));
+        EXPECT_EQ(seq, last_seq[agg] + 1) << agg << ": out of order";
+        last_seq[agg] = seq;
+    }
+    EXPECT_EQ(last_seq.size(), 5U);
 }
 
 TEST_F(RelayTest, ABrokerListWithADeadNodeFirstPublishesThroughTheNextAndSaysWhichNode) {
