@@ -501,7 +501,7 @@ void define(CLI::App &app, Commands &c) {
         "relay", "run the relay daemon: publish committed events to RabbitMQ with confirms until SIGTERM/SIGINT "
                  "(one relay per outbox table is active; others stand by to take over)");
     add_common(*c.relay, c.relay_opts, true);
-    c.relay->add_option("--batch-size", c.ro.batch_size, "events read per step (relay.batch_size, default 500)");
+    c.relay->add_option("--batch-size", c.ro.batch_size, "events read per step (relay.batch_size, default 2000)");
     c.relay->add_option("--window", c.ro.window, "unconfirmed messages in flight (relay.window, default 512)");
     c.relay->add_option("--poll-interval-ms", c.ro.poll_interval_ms,
                         "longest wait between polls of an idle relay (relay.poll_interval_ms, default 100)");

@@ -42,7 +42,7 @@ struct Config {
     bool amqp_tls_verify_hostname = true;
 
     // Relay.
-    int relay_batch_size = 500;
+    int relay_batch_size = 2000;
     int relay_window = 512;
     int relay_confirm_timeout_ms = 15000;
     int relay_backoff_base_ms = 1000;

@@ -20,7 +20,7 @@ struct Options {
     long events = 100000;
     int payload_bytes = 1024;
     int window = 512;
-    int batch_size = 500;
+    int batch_size = 2000;
     std::string queue_type = "classic"; // the bench queue: classic, or quorum (replicated on a cluster)
     int writers = 4;
     long writes = 20000;
@@ -34,7 +34,7 @@ struct Options {
     long sweep_events = 10000;                             // P: backlog per sweep point
     long size_beneath = 10000000;                          // Z: published events beneath the backlogs
     long size_backlog = 1000000; // Z: the large backlog drained on top of them (after a 10k one)
-    std::vector<long> sweep_batches{100, 250, 500, 1000, 2000};
+    std::vector<long> sweep_batches{100, 250, 500, 1000, 2000, 4000};
     std::vector<long> sweep_windows{16, 64, 256, 512, 1024};
     long scale_events = 50000;    // X: backlog drained by 1, 2 and 4 relay processes
     int scale_per_aggregate = 10; // X: events per aggregate (order is checked per aggregate)

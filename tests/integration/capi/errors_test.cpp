@@ -48,7 +48,7 @@ TEST(CapiErrors, LastErrorIsThreadLocalAndNeverNull) {
     EXPECT_EQ(outbox_config_set(cfg, "relay.batch_size", "-5"), OUTBOX_ERR_INVALID_ARGUMENT);
     char *v = nullptr;
     ASSERT_EQ(outbox_config_get(&v, cfg, "relay.batch_size"), OUTBOX_OK);
-    EXPECT_STREQ(v, "500") << "config unchanged after a rejected value";
+    EXPECT_STREQ(v, "2000") << "config unchanged after a rejected value";
     outbox_string_free(v);
     const char *key = nullptr;
     size_t n = 0;
