@@ -372,7 +372,14 @@ std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
     return items;
 }
 
-void Relay::discard_prefetch() noexcept {}
+// Drops a read made ahead, first taking its result if it is still on its way, so that slot 0 is
+// free for the next statement.
+void Relay::discard_prefetch() noexcept {
+    if (prefetch_ && prefetch_->sent && pg_[0]) {
+        collect_prefetch(*pg_[0]);
+    }
+    prefetch_.reset();
+}
 
 // Every 10 s, and as soon as the events read come within a partition of the last one's end, the
 // active relay makes the events partitions ahead of the writers (so small partitions filling fast

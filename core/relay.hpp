@@ -156,8 +156,9 @@ class Relay {
     void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
-    // Two connections: while a batch is published on one (its transaction holds the claim), the
-    // next batch is claimed on the other. Slot 0 also LISTENs for wake-ups.
+    // Slot 0: reads, marks, the relay lock and LISTEN. Slot 1 is not opened by storage version 2
+    // (version 1 claimed the next batch on it); the closed partitions' indexes use a connection
+    // of their own (retention::Indexer).
     std::optional<pg::Conn> pg_[2];
     std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
