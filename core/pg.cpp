@@ -187,13 +187,21 @@ void Conn::raise(PGresult *r, const std::string &context) const {
     fail(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")") + hint);
 }
 
-Result Conn::exec(const std::string &sql, const Params &params) {
-    check_usable();
+namespace {
+// The parameters as libpq takes them: NUL-terminated texts, NULL for SQL NULL.
+std::vector<const char *> param_values(const Params &params) {
     std::vector<const char *> values;
     values.reserve(params.size());
     for (const auto &p : params) {
         values.push_back(p ? p->c_str() : nullptr);
     }
+    return values;
+}
+} // namespace
+
+Result Conn::exec(const std::string &sql, const Params &params) {
+    check_usable();
+    const std::vector<const char *> values = param_values(params);
     PGresult *r =
         PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -226,11 +234,7 @@ Result Conn::begin_and_exec(const std::string &sql, const Params &params) {
         fail(Errc::transaction, "a transaction is already open on this connection; commit or roll it back first");
     }
     const std::string *name = owned_ ? &prepare_once(sql, static_cast<int>(params.size())) : nullptr;
-    std::vector<const char *> values;
-    values.reserve(params.size());
-    for (const auto &p : params) {
-        values.push_back(p ? p->c_str() : nullptr);
-    }
+    const std::vector<const char *> values = param_values(params);
     const int n = static_cast<int>(values.size());
     if (PQenterPipelineMode(c_) != 1) {
         raise(nullptr, "cannot enter pipeline mode");
@@ -288,11 +292,7 @@ Result Conn::exec_cached(const std::string &sql, const Params &params) {
     }
     check_usable();
     const std::string &name = prepare_once(sql, static_cast<int>(params.size()));
-    std::vector<const char *> values;
-    values.reserve(params.size());
-    for (const auto &p : params) {
-        values.push_back(p ? p->c_str() : nullptr);
-    }
+    const std::vector<const char *> values = param_values(params);
     PGresult *r = PQexecPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0);
     ExecStatusType st = r != nullptr ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -308,11 +308,7 @@ void Conn::send_cached(const std::string &sql, const Params &params) {
     }
     check_usable();
     const std::string &name = prepare_once(sql, static_cast<int>(params.size()));
-    std::vector<const char *> values;
-    values.reserve(params.size());
-    for (const auto &p : params) {
-        values.push_back(p ? p->c_str() : nullptr);
-    }
+    const std::vector<const char *> values = param_values(params);
     if (PQsendQueryPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) !=
         1) {
         raise(nullptr, "sending a query failed");
