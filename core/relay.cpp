@@ -283,16 +283,16 @@ void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
 }
 
 Relay::StreamRead Relay::stream_read(int limit) const {
-    const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
     StreamRead r;
+    r.positions = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
     r.again = "{";
-    for (size_t i = 0; i < again.size(); ++i) {
-        r.again += (i > 0 ? "," : "") + std::to_string(again[i]);
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+        r.again += (i > 0 ? "," : "") + std::to_string(r.positions[i]);
     }
     r.again += "}";
     // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
-    r.past =
-        std::to_string(progress_.covers_retries(again) ? progress_.frontier() : std::numeric_limits<int64_t>::max());
+    r.past = std::to_string(progress_.covers_retries(r.positions) ? progress_.frontier()
+                                                                  : std::numeric_limits<int64_t>::max());
     r.limit = std::to_string(std::max(limit, 1));
     return r;
 }
@@ -300,9 +300,9 @@ Relay::StreamRead Relay::stream_read(int limit) const {
 // The stream: gaps and retries again, then the events past the frontier, in position order (those
 // only when every retry is read again). One autocommit statement: an idle relay's poll.
 void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
-    const std::vector<int64_t> again = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
     const int64_t frontier = progress_.frontier();
     const StreamRead want = stream_read(limit);
+    const std::vector<int64_t> &again = want.positions;
     pg::Result r;
     if (prefetch_ && !prefetch_->sent && prefetch_->read == want) {
         r = std::move(prefetch_->result);

@@ -132,7 +132,8 @@ class Relay {
     // The parameters of the stream read read_stream() makes now: the positions read again, the
     // frontier (or nothing past it), the limit.
     struct StreamRead {
-        std::string again, past, limit;
+        std::vector<int64_t> positions; // read again (gaps and retries)
+        std::string again, past, limit; // the statement's parameters
         bool operator==(const StreamRead &o) const { return again == o.again && past == o.past && limit == o.limit; }
     };
     [[nodiscard]] StreamRead stream_read(int limit) const;
