@@ -50,7 +50,7 @@ function newEvent(event) {
   return ev;
 }
 
-/** [field, value, ...] of `event` for native.write_fields: the same mapping as newEvent. */
+/** [field, value, ...] of `event` for native.write_fields and native.render_write_fields: the same mapping as newEvent. */
 function eventFields(event) {
   checkEvent(event);
   const out = [];

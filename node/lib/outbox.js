@@ -6,7 +6,7 @@
 const crypto = require('crypto');
 const native = require('./native');
 const { makeConfig } = require('./config');
-const { newEvent, hasIdempotencyKey } = require('./event');
+const { eventFields, hasIdempotencyKey } = require('./event');
 const { outboxError, typeError, fromPg, codeForSqlstate } = require('./errors');
 const { MIGRATE_TARGETS, dedupeResult } = require('./constants');
 
@@ -110,22 +110,7 @@ class Outbox {
    * plus the event's id and type. Validates the event (throws OutboxError).
    */
   renderWrite(event) {
-    const ev = newEvent(event);
-    try {
-      const st = native.render_write(this._cfg, ev);
-      try {
-        return {
-          text: native.statement_sql(st),
-          values: native.statement_params(st),
-          eventId: native.event_id(ev),
-          eventType: native.event_type(ev),
-        };
-      } finally {
-        native.statement_free(st);
-      }
-    } finally {
-      native.event_free(ev);
-    }
+    return native.render_write_fields(this._cfg, eventFields(event));
   }
 
   /**

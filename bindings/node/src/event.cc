@@ -2,6 +2,8 @@
 #include "common.h"
 
 #include <algorithm>
+#include <memory>
+#include <utility>
 
 namespace outbox_node {
 namespace {
@@ -87,8 +89,7 @@ Napi::Value Write(const Napi::CallbackInfo &info) {
 // function around the write: that main-thread work is what a per-write await pays on top of C.
 class WriteFieldsWorker : public Worker {
   public:
-    WriteFieldsWorker(Napi::Env env, outbox_db *db, outbox_event *ev)
-        : Worker(env, "outbox_write"), db_(db), ev_(ev) {}
+    WriteFieldsWorker(Napi::Env env, outbox_db *db, outbox_event *ev) : Worker(env, "outbox_write"), db_(db), ev_(ev) {}
     ~WriteFieldsWorker() override { outbox_event_free(ev_); }
 
   protected:
@@ -106,24 +107,29 @@ class WriteFieldsWorker : public Worker {
     outbox_event *ev_;
 };
 
-Napi::Value WriteFields(const Napi::CallbackInfo &info) {
-    auto *db = unwrap<outbox_db>(info, 0);
-    if (!info[1].IsArray()) {
-        throw type_error(info.Env(), "argument 2 must be an array of field names and values");
-    }
-    Napi::Array arr = info[1].As<Napi::Array>();
+// An event owned here, freed unless released (to a worker that frees it).
+struct OwnedEvent {
     outbox_event *ev = nullptr;
-    check(info.Env(), outbox_event_new(&ev));
-    struct Owner {
-        outbox_event *ev;
-        ~Owner() { outbox_event_free(ev); }
-    } owner{ev};
+    OwnedEvent() = default;
+    OwnedEvent(const OwnedEvent &) = delete;
+    OwnedEvent &operator=(const OwnedEvent &) = delete;
+    ~OwnedEvent() { outbox_event_free(ev); }
+    outbox_event *release() { return std::exchange(ev, nullptr); }
+};
+
+// Sets every field of `arr` ([field, value, field, value, ...], values strings or Uint8Arrays)
+// on `ev`, through outbox_event_set_n (so the library sees a NUL or raw bytes as they are).
+void set_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
+    if (!fields.IsArray()) {
+        throw type_error(env, "argument 2 must be an array of field names and values");
+    }
+    Napi::Array arr = fields.As<Napi::Array>();
     std::string field, value;
     for (uint32_t i = 0; i + 1 < arr.Length(); i += 2) {
         Napi::Value f = arr.Get(i);
         Napi::Value v = arr.Get(i + 1);
         if (!f.IsString()) {
-            throw type_error(info.Env(), "field names must be strings");
+            throw type_error(env, "field names must be strings");
         }
         field = f.As<Napi::String>().Utf8Value();
         outbox_status st;
@@ -132,14 +138,21 @@ Napi::Value WriteFields(const Napi::CallbackInfo &info) {
             st = outbox_event_set_n(ev, field.c_str(), value.data(), value.size());
         } else if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
             auto bytes = v.As<Napi::Uint8Array>();
-            st = outbox_event_set_n(ev, field.c_str(), reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
+            st =
+                outbox_event_set_n(ev, field.c_str(), reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
         } else {
-            throw type_error(info.Env(), "value of event field '" + field + "' must be a string or a Uint8Array");
+            throw type_error(env, "value of event field '" + field + "' must be a string or a Uint8Array");
         }
-        check(info.Env(), st);
+        check(env, st);
     }
-    auto *w = new WriteFieldsWorker(info.Env(), db->ptr, ev);
-    owner.ev = nullptr; // the worker frees it
+}
+
+Napi::Value WriteFields(const Napi::CallbackInfo &info) {
+    auto *db = unwrap<outbox_db>(info, 0);
+    OwnedEvent owned;
+    check(info.Env(), outbox_event_new(&owned.ev));
+    set_fields(info.Env(), owned.ev, info[1]);
+    auto *w = new WriteFieldsWorker(info.Env(), db->ptr, owned.release()); // the worker frees it
     w->hold(info[0], db);
     return w->start();
 }
@@ -207,6 +220,32 @@ Napi::Value RenderWrite(const Napi::CallbackInfo &info) {
     return wrap(info.Env(), st);
 }
 
+// render_write_fields(cfg | null, [field, value, ...]) -> { text, values, eventId, eventType }:
+// outbox_render_write of the event those fields make, in one crossing into the addon (the event
+// and the statement are freed here), for `outbox.write(pgClient, event)`: per write, the calls
+// that build, render, read and free were most of what that path cost on top of the driver.
+Napi::Value RenderWriteFields(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    OwnedEvent owned;
+    check(env, outbox_event_new(&owned.ev));
+    set_fields(env, owned.ev, info[1]);
+    outbox_statement *raw = nullptr;
+    check(env, outbox_render_write(&raw, cfg != nullptr ? cfg->ptr : nullptr, owned.ev));
+    std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
+    const size_t n = outbox_statement_param_count(st.get());
+    Napi::Array values = Napi::Array::New(env, n);
+    for (size_t i = 0; i < n; ++i) {
+        values.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st.get(), i)));
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("text", str_or_null(env, outbox_statement_sql(st.get())));
+    o.Set("values", values);
+    o.Set("eventId", str_or_null(env, outbox_event_id(owned.ev)));
+    o.Set("eventType", str_or_null(env, outbox_event_type(owned.ev)));
+    return o;
+}
+
 Napi::Value StatementFree(const Napi::CallbackInfo &info) {
     if (auto *h = unwrap<outbox_statement>(info, 0, Use::release)) {
         h->release();
@@ -266,6 +305,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "write_each", WriteEach);
     def(env, exports, "write_fields", WriteFields);
     def(env, exports, "render_write", RenderWrite);
+    def(env, exports, "render_write_fields", RenderWriteFields);
     def(env, exports, "statement_free", StatementFree);
     def(env, exports, "statement_sql", StatementSql);
     def(env, exports, "statement_param_count", StatementParamCount);
