@@ -121,6 +121,11 @@ Json &Json::push(Json v) {
     return *this;
 }
 
+double Json::number_at(const char *a) const {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j_, a);
+    return cJSON_IsNumber(x) ? x->valuedouble : -1.0;
+}
+
 double Json::number_at(const char *a, const char *b) const {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(j_, a);
     x = x != nullptr ? cJSON_GetObjectItemCaseSensitive(x, b) : nullptr;

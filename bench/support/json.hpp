@@ -36,6 +36,8 @@ class Json {
     // An element of an array.
     Json &push(Json v);
 
+    // obj[a] when it is a number, else -1.
+    [[nodiscard]] double number_at(const char *a) const;
     // obj[a][b] when it is a number, else -1.
     [[nodiscard]] double number_at(const char *a, const char *b) const;
 

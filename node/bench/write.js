@@ -209,7 +209,11 @@ async function main() {
   console.log(`| pg, preparedStatements: false (parsed and planned per write, as C does) | ${fig('pgUnprepared')} [${min('pgUnprepared')}]${vsC('pgUnprepared')} |`);
   console.log(`| render only: outbox.renderWrite(event), no I/O | ${fig('render')} [${min('render')}] | |`);
   out.pg_vs_plain = +(median(results.pg) / median(results.pgPlain)).toFixed(3);
-  console.log(`\nawait outbox.write(client, event) / plain node-postgres INSERT: ${out.pg_vs_plain.toFixed(2)}x (target <= 1.2x)`);
+  // pg and pg plain run back to back in each round: the median of their per-round ratios cancels
+  // the load that moves whole rounds (the figure bench/run judges).
+  out.pg_vs_plain_paired = +median(results.pg.map((v, i) => v / results.pgPlain[i])).toFixed(3);
+  console.log(`\nawait outbox.write(client, event) / plain node-postgres INSERT: ${out.pg_vs_plain_paired.toFixed(2)}x, ` +
+    `median of ${ROUNDS} per-round ratios (${out.pg_vs_plain.toFixed(2)}x of the medians; target <= 1.2x)`);
   if (jsonFile) fs.writeFileSync(jsonFile, JSON.stringify(out, null, 2) + '\n');
 }
 
