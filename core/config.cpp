@@ -165,7 +165,8 @@ std::vector<Option> broker_options() {
 // The relay, the consumer and the inbox.
 std::vector<Option> runtime_options() {
     return {
-        int_opt("relay.batch_size", "events read per step (default 2000)", &Config::relay_batch_size, 1, 100000),
+        int_opt("relay.batch_size", "events read per step (default 2000)", &Config::relay_batch_size, 1,
+                max_receipt_span),
         int_opt("relay.window", "publisher-confirm window: unconfirmed messages in flight (default 512)",
                 &Config::relay_window, 1, 65535),
         int_opt("relay.confirm_timeout_ms", "longest wait for the broker's confirms of a batch (default 15000)",

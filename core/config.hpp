@@ -10,6 +10,10 @@
 
 namespace outbox {
 
+// The largest relay.batch_size, and the span every receipt stays under (the receipts table's CHECK
+// and the monitoring view's search in core/schema.cpp use the same number).
+inline constexpr int max_receipt_span = 100000;
+
 struct Config {
     // Where the tables live.
     std::string schema = "public";

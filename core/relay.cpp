@@ -217,7 +217,8 @@ bool Relay::ensure_active() {
     }
     const int64_t cursor = c.get_int(0, 0);
     pg::Result r = db.exec("SELECT from_position, to_position FROM " + stream::receipts_table(cfg_) +
-                               " WHERE to_position > CAST($1 AS bigint) ORDER BY from_position",
+                               " WHERE to_position > CAST($1 AS bigint) AND from_position > CAST($1 AS bigint) - " +
+                               std::to_string(max_receipt_span) + " ORDER BY from_position",
                            {std::to_string(cursor)});
     std::vector<std::pair<int64_t, int64_t>> done;
     for (int i = 0; i < r.rows(); ++i) {

@@ -24,11 +24,11 @@ std::vector<Partition> partitions(pg::Conn &conn, const Config &cfg) {
 }
 
 // Named by the first position it holds, so a changed outbox.partition_events never makes a name
-// twice; "_e" and 14 digits stay within the suffix length identifiers leave room for
-// (ident::max_suffix) until position 10^14.
-std::string partition_name(const Config &cfg, int64_t from) {
+// twice; "_e" (events) or "_r" (receipts) and 14 digits stay within the suffix length identifiers
+// leave room for (ident::max_suffix) until position 10^14.
+std::string partition_name(const Config &cfg, char kind, int64_t from) {
     char buf[40];
-    std::snprintf(buf, sizeof buf, "_e%014lld", static_cast<long long>(from));
+    std::snprintf(buf, sizeof buf, "_%c%014lld", kind, static_cast<long long>(from));
     std::string name = cfg.table + buf;
     if (name.size() > 63) {
         fail(Errc::invalid_argument, "the events table's partition name " + name + " is longer than 63 bytes");
@@ -36,24 +36,56 @@ std::string partition_name(const Config &cfg, int64_t from) {
     return name;
 }
 
-// One partition [from, to): made detached, filled with the rows the default partition holds for
-// it, then attached, which takes only a SHARE UPDATE EXCLUSIVE lock on the events table, so
-// writers go on (the default partition is locked briefly; it stays near empty).
-void add_partition(pg::Conn &conn, const Config &cfg, int64_t from, int64_t to) {
-    const std::string events = stream::events_table(cfg);
-    const std::string name = ident::qualified(cfg.schema, partition_name(cfg, from));
-    const std::string dflt = ident::qualified(cfg.schema, cfg.table + "_events_default");
-    const std::string range = " position >= " + std::to_string(from) + " AND position < " + std::to_string(to);
-    conn.exec_simple("LOCK TABLE " + dflt + " IN ACCESS EXCLUSIVE MODE");
-    conn.exec_simple("CREATE TABLE " + name + " (LIKE " + events + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
-    conn.exec_simple("WITH m AS (DELETE FROM " + dflt + " WHERE" + range + " RETURNING *) INSERT INTO " + name +
+// A range-partitioned table of the outbox: the events (by position) or the receipts (by their
+// first position), with the partitions of the same bounds.
+struct Partitioned {
+    std::string table; // qualified
+    std::string dflt;  // its default partition, qualified
+    const char *key;   // the partition key, also the primary key
+    char kind;         // the partitions' name letter
+};
+
+Partitioned events_of(const Config &cfg) {
+    return {stream::events_table(cfg), ident::qualified(cfg.schema, cfg.table + "_events_default"), "position", 'e'};
+}
+
+Partitioned receipts_of(const Config &cfg) {
+    return {stream::receipts_table(cfg), ident::qualified(cfg.schema, cfg.table + "_receipts_dflt"), "from_position",
+            'r'};
+}
+
+// One partition [from, to) of `t`: made detached, filled with the rows the default partition holds
+// for it, then attached, which takes only a SHARE UPDATE EXCLUSIVE lock on the table, so writers
+// go on (the default partition is locked briefly; it stays near empty).
+void add_partition(pg::Conn &conn, const Config &cfg, const Partitioned &t, int64_t from, int64_t to) {
+    const std::string name = ident::qualified(cfg.schema, partition_name(cfg, t.kind, from));
+    const std::string range =
+        std::string(" ") + t.key + " >= " + std::to_string(from) + " AND " + t.key + " < " + std::to_string(to);
+    conn.exec_simple("LOCK TABLE " + t.dflt + " IN ACCESS EXCLUSIVE MODE");
+    conn.exec_simple("CREATE TABLE " + name + " (LIKE " + t.table + " INCLUDING DEFAULTS INCLUDING CONSTRAINTS)");
+    conn.exec_simple("WITH m AS (DELETE FROM " + t.dflt + " WHERE" + range + " RETURNING *) INSERT INTO " + name +
                      " SELECT * FROM m");
-    conn.exec_simple("ALTER TABLE " + name + " ADD PRIMARY KEY (position)");
+    conn.exec_simple("ALTER TABLE " + name + " ADD PRIMARY KEY (" + t.key + ")");
     // The constraint spares ATTACH a scan of the new table; it is redundant once attached.
     conn.exec_simple("ALTER TABLE " + name + " ADD CONSTRAINT in_range CHECK (" + range + ")");
-    conn.exec_simple("ALTER TABLE " + events + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
+    conn.exec_simple("ALTER TABLE " + t.table + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
                      std::to_string(from) + ") TO (" + std::to_string(to) + ")");
     conn.exec_simple("ALTER TABLE " + name + " DROP CONSTRAINT in_range");
+}
+
+// The events' partitions that no receipts' partition overlaps: each gets one of the same bounds.
+// (Normally every one has it: both are made and taken out together.)
+std::vector<Partition> without_receipts(const std::vector<Partition> &events, const std::vector<Partition> &receipts) {
+    std::vector<Partition> out;
+    for (const Partition &e : events) {
+        const bool covered = std::any_of(receipts.begin(), receipts.end(), [&e](const Partition &r) {
+            return (r.before || r.from < e.to) && e.from < r.to;
+        });
+        if (!covered) {
+            out.push_back(e);
+        }
+    }
+    return out;
 }
 
 int64_t make_partitions(pg::Conn &conn, const Config &cfg) {
@@ -61,25 +93,33 @@ int64_t make_partitions(pg::Conn &conn, const Config &cfg) {
     pg::Result s = conn.exec("SELECT last_value FROM " + stream::position_sequence(cfg));
     const int64_t current = ranges::floor_to(s.get_int(0, 0), width);
     const int64_t want_to = current + width * (1 + cfg.outbox_partitions_ahead);
+    const Partitioned events = events_of(cfg);
+    const Partitioned receipts = receipts_of(cfg);
     std::vector<Partition> parts = partitions(conn, cfg);
-    if (!parts.empty() && parts.back().to >= want_to) {
+    if (!parts.empty() && parts.back().to >= want_to &&
+        without_receipts(parts, ranges::list(conn, receipts.table)).empty()) {
         return parts.back().to; // the common case: nothing to make, no lock taken
     }
     conn.exec_simple(schema::ddl_lock_sql); // another relay, migrate or purge may be making the same ones
-    // Writers wait while partitions are attached: an insert routed to the default partition by a
-    // partition list read before the attach would otherwise fail the default's new constraint.
-    // Partitions are made ahead, so this is rare and short (the lock is tried 100 ms at a time).
-    conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN SHARE MODE");
+    // Writers (and the relay's receipts) wait while partitions are attached: an insert routed to
+    // the default partition by a partition list read before the attach would otherwise fail the
+    // default's new constraint. Partitions are made ahead, so this is rare and short (the locks
+    // are tried 100 ms at a time). The receipts first, as the relay takes them.
+    conn.exec_simple("LOCK TABLE " + receipts.table + " IN SHARE MODE");
+    conn.exec_simple("LOCK TABLE " + events.table + " IN SHARE MODE");
     parts = partitions(conn, cfg);
     int64_t from = parts.empty() ? 0 : parts.back().to;
     if (parts.empty()) {
         // The first partition starts where the oldest event is (events moved from version 1 and
         // any written before partitions existed sit in the default partition).
-        pg::Result m = conn.exec("SELECT min(position) FROM " + stream::events_table(cfg));
+        pg::Result m = conn.exec("SELECT min(position) FROM " + events.table);
         from = ranges::floor_to(m.is_null(0, 0) ? current : std::min<int64_t>(m.get_int(0, 0), current), width);
     }
     for (; from < want_to; from += width) {
-        add_partition(conn, cfg, from, from + width);
+        add_partition(conn, cfg, events, from, from + width);
+    }
+    for (const Partition &p : without_receipts(partitions(conn, cfg), ranges::list(conn, receipts.table))) {
+        add_partition(conn, cfg, receipts, p.from, p.to);
     }
     return from;
 }
@@ -112,6 +152,8 @@ std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::v
     }
     return ranges::with_short_locks(conn, 50, [&]() -> std::pair<int64_t, int64_t> {
         conn.exec_simple(schema::ddl_lock_sql);
+        // The receipts first, as the relay's mark takes them (their partitions go with the events').
+        conn.exec_simple("LOCK TABLE " + stream::receipts_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
         conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
         std::pair<int64_t, int64_t> done{0, 0};
         // Through the schema's function (definer's rights: an operator role may purge too).
@@ -193,9 +235,14 @@ PurgeResult purge(pg::Conn &conn, const Config &cfg, int64_t older_than_s, int b
         if (on_progress) {
             on_progress(res.events);
         }
-        // Receipts and keys of events that are gone.
+        // Receipts went with their partitions; those the default partition holds for events that
+        // are gone (written before partitions existed), and keys of events that are gone.
         const std::string low = std::to_string(old.back().to);
-        conn.exec("DELETE FROM " + stream::receipts_table(cfg) + " WHERE to_position < CAST($1 AS bigint)", {low});
+        // (Through the table, as an operator role has it granted: only the default partition can
+        // hold such receipts now.)
+        conn.exec("DELETE FROM " + stream::receipts_table(cfg) +
+                      " WHERE from_position < CAST($1 AS bigint) AND to_position < CAST($1 AS bigint)",
+                  {low});
         // Keys of events moved from a version-1 table that were published there carry position 0:
         // they go with their rows below.
         conn.exec("DELETE FROM " + stream::keys_table(cfg) + " WHERE position > 0 AND position < CAST($1 AS bigint)",

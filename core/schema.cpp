@@ -64,9 +64,10 @@ CREATE TABLE {A} (
 -- once into {E}, range-partitioned on `position` (a sequence taken in the write's statement after
 -- the aggregate's counter row is locked, so per aggregate position order = seq order = commit
 -- order). The relay's progress lives apart: a cursor ({RELAY}: every position at or below it is
--- done), receipts ({RCPT}: ranges of positions published, with the time), and parked events
--- ({PARK}: failed events and the later events of their aggregates, with a copy of the row, their
--- retries and errors). Retention drops whole partitions below the cursor (core/stream.cpp).
+-- done), receipts ({RCPT}: ranges of positions published, with the time; partitioned as the
+-- events are, so they leave with them), and parked events ({PARK}: failed events and the later
+-- events of their aggregates, with a copy of the row, their retries and errors). Retention drops
+-- whole partitions below the cursor (core/stream.cpp, core/retention.cpp).
 CREATE SEQUENCE {SEQ} AS bigint;
 CREATE TABLE {E} (
     position         bigint NOT NULL,
@@ -91,11 +92,18 @@ CREATE TABLE {RELAY} (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO {RELAY} (name) VALUES ('default');
+-- A receipt spans fewer than 100000 positions (the relay's largest batch; core/stream.hpp
+-- max_receipt_span), so the receipt of a position is found among those that start less than that
+-- before it: at most two partitions of the default width are searched. Its partitions have the
+-- bounds of the events table's and are taken out with them, so receipts are never deleted.
 CREATE TABLE {RCPT} (
-    from_position bigint PRIMARY KEY,
+    from_position bigint NOT NULL,
     to_position   bigint NOT NULL,
-    published_at  timestamptz NOT NULL DEFAULT now()
-);
+    published_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (from_position),
+    CONSTRAINT "{N}_receipts_span" CHECK (to_position >= from_position AND to_position - from_position < 100000)
+) PARTITION BY RANGE (from_position);
+CREATE TABLE {RDEF} PARTITION OF {RCPT} DEFAULT;
 CREATE INDEX "{N}_receipts_published_at_idx" ON {RCPT} (published_at);
 CREATE TABLE {PARK} (
     position         bigint PRIMARY KEY,
@@ -176,7 +184,8 @@ CREATE VIEW {T} AS
 SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,
        e.previous_payload, e.metadata, e.actor, e.created_at,
        (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
-            WHERE r.from_position <= e.position ORDER BY r.from_position DESC LIMIT 1) x
+            WHERE r.from_position <= e.position AND r.from_position > e.position - 100000
+            ORDER BY r.from_position DESC LIMIT 1) x
         WHERE x.to_position >= e.position) AS published_at,
        CAST('PUBLISHED' AS text) AS status, 0 AS retry_count, CAST(NULL AS text) AS error_message,
        e.created_at AS next_attempt_at, e.idempotency_key
@@ -190,7 +199,8 @@ SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, 
        e.created_at, e.idempotency_key
 FROM {E} e
 LEFT JOIN LATERAL (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
-                       WHERE r.from_position <= e.position ORDER BY r.from_position DESC LIMIT 1) x
+                       WHERE r.from_position <= e.position AND r.from_position > e.position - 100000
+                       ORDER BY r.from_position DESC LIMIT 1) x
                    WHERE x.to_position >= e.position) r ON true
 WHERE e.position > (SELECT c.cursor FROM {RELAY} c WHERE c.name = 'default')
   AND NOT EXISTS (SELECT 1 FROM {PARK} p WHERE p.position = e.position)
@@ -289,15 +299,18 @@ CREATE TRIGGER "{N}_v1_delete" INSTEAD OF DELETE ON {T} FOR EACH ROW EXECUTE FUN
 -- so that an operator role granted EXECUTE can run it too. It takes out only a partition of the
 -- events table that lies wholly at or below the relay's cursor; purge chose it by the age of its
 -- receipts. It detaches the partition and renames it {N}_x<its first position>: a change to the
--- catalog, milliseconds under the table's lock whatever the partition holds. The file goes in a
--- transaction of its own ({N}_drop_detached), where returning its space to the file system (about
--- 0.4 s a GB) keeps no writer waiting.
+-- catalog, milliseconds under the table's lock whatever the partition holds. The receipts'
+-- partition of the same bounds goes the same way ({N}_y<first position>), once the part of a
+-- receipt that reaches past it is recorded in the next. The files go in a transaction of their own
+-- ({N}_drop_detached), where returning their space to the file system (about 0.4 s a GB) keeps no
+-- writer waiting. The caller locks the receipts, then the events (the relay's order).
 CREATE FUNCTION "{S}"."{N}_drop_partition"(part text) RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $droppart$
 DECLARE
     bound text;
     upper bigint;
     done bigint;
+    rpart text;
 BEGIN
     SELECT pg_get_expr(c.relpartbound, c.oid) INTO bound FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
      WHERE i.inhparent = CAST('{E}' AS regclass) AND c.relname = part;
@@ -312,12 +325,22 @@ BEGIN
     END IF;
     EXECUTE format('ALTER TABLE {E} DETACH PARTITION %I.%I', '{S}', part);
     EXECUTE format('ALTER TABLE %I.%I RENAME TO %I', '{S}', part, '{N}_x' || right(part, 14));
+    rpart := '{N}_r' || right(part, 14);
+    IF EXISTS (SELECT 1 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = CAST('{RCPT}' AS regclass) AND c.relname = rpart) THEN
+        EXECUTE format('INSERT INTO {RCPT} (from_position, to_position, published_at)'
+                       ' SELECT $1, to_position, published_at FROM %I.%I WHERE to_position >= $1'
+                       ' ON CONFLICT (from_position) DO NOTHING', '{S}', rpart) USING upper;
+        EXECUTE format('ALTER TABLE {RCPT} DETACH PARTITION %I.%I', '{S}', rpart);
+        EXECUTE format('ALTER TABLE %I.%I RENAME TO %I', '{S}', rpart, '{N}_y' || right(part, 14));
+    END IF;
     RETURN true;
 END
 $droppart$;
 REVOKE ALL ON FUNCTION "{S}"."{N}_drop_partition"(text) FROM PUBLIC;
 -- Drops the partitions {N}_drop_partition took out (also those of a purge that stopped between
--- the two); returns how many. Only tables of this schema named so that are no partition.
+-- the two); returns how many events' partitions. Only tables of this schema named so that are no
+-- partition.
 CREATE FUNCTION "{S}"."{N}_drop_detached"() RETURNS integer LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp AS $dropdetached$
 DECLARE
@@ -326,10 +349,13 @@ DECLARE
 BEGIN
     FOR t IN SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
               WHERE ns.nspname = '{S}' AND c.relkind = 'r' AND NOT c.relispartition
-                AND left(c.relname, length('{N}_x')) = '{N}_x' AND length(c.relname) = length('{N}_x') + 14
+                AND left(c.relname, length('{N}_x')) IN ('{N}_x', '{N}_y')
+                AND length(c.relname) = length('{N}_x') + 14
                 AND right(c.relname, 14) ~ '^[0-9]+$' ORDER BY c.relname LOOP
         EXECUTE format('DROP TABLE IF EXISTS %I.%I', '{S}', t); -- IF EXISTS: another purge may drop it first
-        n := n + 1;
+        IF left(t, length('{N}_x')) = '{N}_x' THEN
+            n := n + 1;
+        END IF;
     END LOOP;
     RETURN n;
 END
@@ -426,6 +452,7 @@ std::string expand(const char *step, const Config &cfg) {
     s = replace_all(s, "{EDEF}", outbox_part("_events_default"));
     s = replace_all(s, "{E}", outbox_part("_events"));
     s = replace_all(s, "{RELAY}", outbox_part("_relay"));
+    s = replace_all(s, "{RDEF}", outbox_part("_receipts_dflt"));
     s = replace_all(s, "{RCPT}", outbox_part("_receipts"));
     s = replace_all(s, "{PARK}", outbox_part("_parked"));
     s = replace_all(s, "{KEYS}", outbox_part("_keys"));

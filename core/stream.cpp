@@ -141,7 +141,7 @@ int64_t Progress::advance() {
 std::vector<std::pair<int64_t, int64_t>> ranges(const std::vector<int64_t> &positions) {
     std::vector<std::pair<int64_t, int64_t>> out;
     for (int64_t p : positions) {
-        if (!out.empty() && out.back().second + 1 == p) {
+        if (!out.empty() && out.back().second + 1 == p && p - out.back().first < max_receipt_span) {
             out.back().second = p;
         } else {
             out.emplace_back(p, p);

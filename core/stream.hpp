@@ -79,7 +79,8 @@ class Progress {
     std::set<int64_t> done_; // above the cursor, done before a restart (pruned as the cursor passes)
 };
 
-// (first, last) runs of consecutive positions; `positions` ascending.
+// (first, last) runs of consecutive positions, each spanning fewer than max_receipt_span;
+// `positions` ascending.
 std::vector<std::pair<int64_t, int64_t>> ranges(const std::vector<int64_t> &positions);
 
 // Qualified names of storage version 2's tables.

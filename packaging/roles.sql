@@ -90,8 +90,9 @@ GRANT SELECT, DELETE ON :"schema".:"outbox_v1_table" TO outbox_operator;
 -- retry columns, and events deleted row by row (the trigger refuses any other change).
 GRANT UPDATE, DELETE ON :"schema".:"outbox_table" TO outbox_operator;
 GRANT DELETE ON :"schema".:"events_table", :"schema".:"keys_table", :"schema".:"parked_table" TO outbox_operator;
--- purge: receipts of dropped partitions, and their drop through the schema's functions (owner's
--- rights; they take out only partitions wholly at or below the relay's cursor, then drop them).
+-- purge: partitions dropped through the schema's functions (owner's rights; they take out only
+-- partitions wholly at or below the relay's cursor, with their receipts' partitions, then drop
+-- them), and the receipts the default partition holds for dropped events.
 GRANT DELETE ON :"schema".:"receipts_table" TO outbox_operator;
 GRANT EXECUTE ON FUNCTION :"schema".:"drop_partition_fn"(text), :"schema".:"drop_detached_fn"() TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;

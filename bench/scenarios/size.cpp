@@ -37,7 +37,6 @@ Layout make_layout(Bench &b, long total, long small, long above) {
     Layout l;
     l.width = std::max(1000L, total / 10);
     l.small = small;
-    const std::string events = table_of(b.run, "outbox_events");
     drop_event_partitions(b.pg, b.run);
     const long long used =
         b.pg.query("SELECT greatest((SELECT last_value FROM " + table_of(b.run, "outbox_position_seq") +
@@ -47,16 +46,20 @@ Layout make_layout(Bench &b, long total, long small, long above) {
     l.first = l.base + l.width - small;
     char name[64];
     for (long long from = l.base; from < l.first + total + above + 2 * l.width; from += l.width) {
-        std::snprintf(name, sizeof name, "outbox_e%014lld", from);
-        b.pg.exec("CREATE TABLE " + table_of(b.run, name) + " PARTITION OF " + events + " FOR VALUES FROM (" +
-                  std::to_string(from) + ") TO (" + std::to_string(from + l.width) + ")");
+        // The events' partition and the receipts' of the same bounds, as the library makes them.
+        for (const char kind : {'e', 'r'}) {
+            std::snprintf(name, sizeof name, "outbox_%c%014lld", kind, from);
+            b.pg.exec("CREATE TABLE " + table_of(b.run, name) + " PARTITION OF " +
+                      table_of(b.run, kind == 'e' ? "outbox_events" : "outbox_receipts") + " FOR VALUES FROM (" +
+                      std::to_string(from) + ") TO (" + std::to_string(from + l.width) + ")");
+        }
     }
     return l;
 }
 
 // n published events at positions l.first...: ids 00000000-00ff-7000-8000-<index>, aggregates
-// z<index / 10>, seq 1..10, created a millisecond apart a month ago; one receipt per partition,
-// published 5 ms after its newest event; the relay's cursor past them all; one payload of --payload-bytes.
+// z<index / 10>, seq 1..10, created a millisecond apart a month ago; a receipt per 100k positions,
+// published 5 ms after its partition's newest event; the relay's cursor past them all; one payload of --payload-bytes.
 void fill_published(Bench &b, const Layout &l, long n) {
     const std::string events = table_of(b.run, "outbox_events");
     Generator g = b.events(0x00ff, 'z', 1, 1);
@@ -76,10 +79,12 @@ void fill_published(Bench &b, const Layout &l, long n) {
                        "FROM generate_series(CAST($5 AS bigint), CAST($6 AS bigint)) AS i",
                    {Generator::aggregate_type(), payload, Generator::metadata(), Generator::user(),
                     std::to_string(from), std::to_string(to), std::to_string(l.first)});
+        // Receipts of the largest span the relay writes (outbox::max_receipt_span, 100000).
         b.pg.query("INSERT INTO " + table_of(b.run, "outbox_receipts") +
-                       " (from_position, to_position, published_at) VALUES (CAST($1 AS bigint) + CAST($2 AS bigint),"
-                       " CAST($1 AS bigint) + CAST($3 AS bigint), now() - interval '30 days' + CAST($3 AS bigint) *"
-                       " interval '1 ms' + interval '5 ms')",
+                       " (from_position, to_position, published_at) SELECT CAST($1 AS bigint) + f,"
+                       " CAST($1 AS bigint) + least(f + 99999, CAST($3 AS bigint)), now() - interval '30 days' +"
+                       " CAST($3 AS bigint) * interval '1 ms' + interval '5 ms'"
+                       " FROM generate_series(CAST($2 AS bigint), CAST($3 AS bigint), 100000) AS f",
                    {std::to_string(l.first), std::to_string(from), std::to_string(to)});
         from = to + 1;
         progress("Z: " + std::to_string(from) + " of " + std::to_string(n) + " published events written (" +
@@ -365,15 +370,15 @@ void scenario_size(Bench &b) {
     add_ratio(run, what + ", vs B", large, find_row(run, "B"), "B");
     add_ratio(run, what + ", vs the 10k drain on the same table", large, &run.rows[run.rows.size() - 2], small_key);
     add_ratio(run, what + ", vs the 10k drain on an empty table (D)", large, find_row(run, "R-10k"), "R-10k");
-    run.notes.push_back("Z: " + beneath +
-                        " events inserted as published (server-side INSERT ... SELECT into the events table, 10 per"
-                        " aggregate, " +
-                        std::to_string(o.payload_bytes) + "-byte payloads, a receipt per partition of " +
-                        count_label(layout.width) + " positions, the first partition holding the oldest " +
-                        count_label(layout.small) + "; " + fixed(fill_s, 0) + " s; " + mib(bytes) +
-                        " with the index, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " +
-                        count_label(o.size_backlog) +
-                        " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
+    run.notes.push_back(
+        "Z: " + beneath +
+        " events inserted as published (server-side INSERT ... SELECT into the events table, 10 per"
+        " aggregate, " +
+        std::to_string(o.payload_bytes) + "-byte payloads, a receipt per 100k positions, partitions of " +
+        count_label(layout.width) + " positions, the first partition holding the oldest " + count_label(layout.small) +
+        "; " + fixed(fill_s, 0) + " s; " + mib(bytes) +
+        " with the index, then VACUUM ANALYZE and CHECKPOINT); then a 10k and a " + count_label(o.size_backlog) +
+        " backlog written on top (COPY) and drained by the relay in the drain child, as in D");
     retention_at_size(b, layout, o.size_beneath);
     reset_outbox(b.pg, run);
     b.pg.exec("CHECKPOINT");

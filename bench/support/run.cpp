@@ -89,11 +89,14 @@ void reset_outbox(Pg &pg, const Run &run) {
 }
 
 void drop_event_partitions(Pg &pg, const Run &run) {
-    auto parts = pg.query("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS regclass)"
-                          " AND NOT CAST(inhrelid AS regclass)::text LIKE '%default%'",
-                          {table_of(run, "outbox_events")});
-    for (int i = 0; i < parts->rows(); ++i) {
-        pg.exec("DROP TABLE " + parts->get(i, 0));
+    for (const char *table : {"outbox_events", "outbox_receipts"}) {
+        auto parts =
+            pg.query("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS regclass)"
+                     " AND NOT CAST(inhrelid AS regclass)::text ~ '_(default|dflt)\"?$'",
+                     {table_of(run, table)});
+        for (int i = 0; i < parts->rows(); ++i) {
+            pg.exec("DROP TABLE " + parts->get(i, 0));
+        }
     }
 }
 

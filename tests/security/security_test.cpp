@@ -312,17 +312,14 @@ TEST_F(SecTest, TheOperatorRolePurgesDuePartitionsAndNothingAboveTheCursor) {
     const std::string writer = login_role("w", pw, "IN ROLE outbox_writer");
     const std::string s = "\"" + schema + "\".";
     // Two partitions of 100 positions: [100, 200) published 40 days ago, [200, 300) pending.
-    for (const auto &row :
-         sql(pg_url(), "SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST('" + s +
-                           "outbox_events' AS regclass) AND CAST(inhrelid AS regclass)::text"
-                           " NOT LIKE '%default%'")) {
-        sql(pg_url(), "DROP TABLE " + row[0]);
-    }
+    sql(pg_url(), outbox_test::drop_outbox_partitions_sql(schema, "outbox"));
     for (const char *from : {"100", "200"}) {
-        auto r = sql(pg_url(), "CREATE TABLE " + s + "outbox_e00000000000" + from + " PARTITION OF " + s +
-                                   "outbox_events FOR VALUES FROM (" + from + ") TO (" +
-                                   std::to_string(std::stoi(from) + 100) + ")");
-        ASSERT_TRUE(r.empty()) << r[0][0];
+        for (const char *t : {"e", "r"}) { // the events' partition and their receipts'
+            auto r = sql(pg_url(), "CREATE TABLE " + s + "outbox_" + t + "00000000000" + from + " PARTITION OF " + s +
+                                       (t[0] == 'e' ? "outbox_events" : "outbox_receipts") + " FOR VALUES FROM (" +
+                                       from + ") TO (" + std::to_string(std::stoi(from) + 100) + ")");
+            ASSERT_TRUE(r.empty()) << r[0][0];
+        }
     }
     auto r = sql(pg_url(), "INSERT INTO " + s +
                                "outbox_events (position, outbox_id, event_type, aggregate_type, aggregate_id, seq,"
@@ -343,6 +340,11 @@ TEST_F(SecTest, TheOperatorRolePurgesDuePartitionsAndNothingAboveTheCursor) {
     EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_e00000000000100') IS NULL"), "t");
     EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_x00000000000100') IS NULL"), "t")
         << "taken out of the table, then dropped";
+    EXPECT_EQ(scalar(pg_url(), "SELECT to_regclass('" + s + "outbox_r00000000000100') IS NULL AND to_regclass('" + s +
+                                   "outbox_y00000000000100') IS NULL"),
+              "t")
+        << "the receipts' partition went with it";
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_receipts"), "0");
     const std::string by_writer_detached = scalar(pg_url_as(writer, pw), "SELECT " + s + "outbox_drop_detached()");
     EXPECT_NE(by_writer_detached.find("permission denied"), std::string::npos) << by_writer_detached;
     // The function itself refuses a partition the cursor has not passed, and other roles.

@@ -78,4 +78,24 @@ TEST(Progress, EventsPastTheFrontierWaitWhileARetryIsLeftOutOfTheRead) {
     EXPECT_FALSE(p.covers_retries(two)) << "6 is left out: a later event of its aggregate must not go first";
 }
 
+// Receipts: runs of consecutive positions, each under max_receipt_span (the receipts table's
+// CHECK, and the bound the monitoring view searches within).
+TEST(Receipts, RunsOfConsecutivePositionsStayUnderTheSpanTheTableChecks) {
+    std::vector<int64_t> positions{1, 2, 3, 7, 9, 10};
+    EXPECT_EQ(outbox::stream::ranges(positions), (std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {7, 7}, {9, 10}}));
+    positions.clear();
+    for (int64_t p = 5; p < 5 + 2 * outbox::max_receipt_span + 10; ++p) {
+        positions.push_back(p);
+    }
+    const auto runs = outbox::stream::ranges(positions);
+    ASSERT_EQ(runs.size(), 3U);
+    int64_t next = 5;
+    for (const auto &[from, to] : runs) {
+        EXPECT_EQ(from, next) << "contiguous, nothing left out";
+        EXPECT_LT(to - from, outbox::max_receipt_span);
+        next = to + 1;
+    }
+    EXPECT_EQ(next, 5 + 2 * outbox::max_receipt_span + 10);
+}
+
 } // namespace

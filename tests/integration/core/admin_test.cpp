@@ -484,13 +484,7 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     cfg.set("outbox.partition_events", "1000");
     // The partitions migrate made at the default width go (they are empty); the purge makes them
     // again at this width, moving the events out of the default partition.
-    outbox::pg::Result parts =
-        db->exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS"
-                 " regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE '%default%'",
-                 {events()});
-    for (int i = 0; i < parts.rows(); ++i) {
-        db->exec_simple("DROP TABLE " + std::string(parts.get(i, 0)));
-    }
+    db->exec_simple(outbox_test::drop_outbox_partitions_sql(cfg.schema, cfg.table));
     const std::string seq = outbox::stream::position_sequence(cfg);
     const std::string rc = outbox::stream::receipts_table(cfg);
     auto fill = [&](const std::string &type, int n, const char *created_ago) {
@@ -503,9 +497,11 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     };
     db->exec_simple("SELECT setval('" + seq + "', 999)");
     fill("OLD", 3000, "40 days");
-    db->exec_simple("INSERT INTO " + rc + " VALUES (1000, 3999, now() - interval '31 days')");
+    // The last old receipt reaches past [3000, 4000) into the next partition.
+    db->exec_simple("INSERT INTO " + rc + " VALUES (1000, 3989, now() - interval '31 days')");
+    db->exec_simple("INSERT INTO " + rc + " VALUES (3990, 4009, now() - interval '31 days')");
     fill("NEW", 50, "2 days");
-    db->exec_simple("INSERT INTO " + rc + " VALUES (4000, 4049, now() - interval '1 day')");
+    db->exec_simple("INSERT INTO " + rc + " VALUES (4010, 4049, now() - interval '1 day')");
     fill("KEEP", 40, "90 days");
     db->exec_simple("UPDATE " + outbox::stream::relay_table(cfg) + " SET cursor = 4089");
     outbox::pg::Result keep = db->exec("SELECT outbox_id FROM " + events() + " WHERE aggregate_type = 'KEEP'");
@@ -538,10 +534,19 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW'"), 50);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'KEEP'"), 40);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'PRD'"), written.load());
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE to_position < 4000"), 0) << "their receipts went too";
-    // Taken out (detached as "_x...") and then dropped: neither name is left.
+    // Their receipts went with their partitions; the part of one that reached past them stays.
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE from_position < 4000"), 0);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + rc + " WHERE from_position = 4000 AND to_position = 4009"), 1);
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() +
+                          " WHERE aggregate_type = 'NEW' AND published_at < now() - interval '30 days'"),
+              10)
+        << "the events 4000-4009 keep the time they were published";
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW' AND published_at IS NULL"),
+              0);
+    // Taken out (detached as "_x..." and "_y...") and then dropped: no such name is left.
     for (const char *gone : {"_e00000000001000", "_e00000000002000", "_e00000000003000", "_x00000000001000",
-                             "_x00000000002000", "_x00000000003000"}) {
+                             "_x00000000002000", "_x00000000003000", "_r00000000001000", "_r00000000002000",
+                             "_r00000000003000", "_y00000000001000", "_y00000000002000", "_y00000000003000"}) {
         EXPECT_EQ(scalar_long("SELECT count(*) FROM pg_class WHERE relnamespace = CAST('" + cfg.schema +
                               "' AS regnamespace) AND relname = '" + cfg.table + gone + "'"),
                   0)
@@ -550,6 +555,8 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
     // What a purge stopped between taking a partition out and dropping it leaves: the next purge
     // drops it, and no other table.
     db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x00000000000007") +
+                    " (x int)");
+    db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_y00000000000007") +
                     " (x int)");
     db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x7") + " (x int)");
     db->exec_simple("CREATE TABLE " + outbox::ident::qualified(cfg.schema, cfg.table + "_x0000000000000y") +
@@ -570,6 +577,7 @@ TEST_F(AdminTest, PurgeDropsOnlyPartitionsOfOldPublishedEventsWhileWritesGoOn) {
                            "' AS regnamespace) AND relname = '" + cfg.table + name_end + "'");
     };
     EXPECT_EQ(tables_named("_x00000000000007"), 0) << "the leftover was dropped";
+    EXPECT_EQ(tables_named("_y00000000000007"), 0) << "the receipts' leftover was dropped";
     EXPECT_EQ(tables_named("_x7"), 1) << "a table not named as a leftover stays";
     EXPECT_EQ(tables_named("_x0000000000000y"), 1) << "a table not named as a leftover stays";
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE aggregate_type = 'NEW'"), 50);

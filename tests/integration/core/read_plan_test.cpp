@@ -124,12 +124,7 @@ TEST_F(ReadPlan, ReadCostDoesNotGrowWithABacklogOnOneAggregate) {
 // its aggregate index, which the relay's indexer builds in the background (and migrate as the
 // owner), never by scanning the history; partitions still written go without it.
 TEST_F(ReadPlan, AClosedPartitionGetsItsAggregateIndexForReplay) {
-    pg::Result parts = conn.exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent = CAST($1 AS"
-                                 " regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE '%default%'",
-                                 {stream::events_table(cfg)});
-    for (int i = 0; i < parts.rows(); ++i) {
-        conn.exec_simple("DROP TABLE " + std::string(parts.get(i, 0))); // made by migrate at the default width
-    }
+    conn.exec_simple(outbox_test::drop_outbox_partitions_sql(cfg.schema, cfg.table)); // made by migrate
     cfg.set("outbox.partition_events", "1000");
     cfg.set("pg.url", outbox_test::pg_url());
     insert_events(conn, cfg, 1, 5000, "", 500);

@@ -332,13 +332,7 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
 TEST_F(RelayTest, PartitionsAreMadeAheadAsTheEventsReadNearTheirEnd) {
     Collector queue(cfg.exchange);
     const std::string dflt = "\"" + cfg.schema + "\"." + cfg.table + "_events_default";
-    outbox::pg::Result parts = db->exec("SELECT CAST(inhrelid AS regclass) FROM pg_inherits WHERE inhparent ="
-                                        " CAST($1 AS regclass) AND CAST(inhrelid AS regclass)::text NOT LIKE"
-                                        " '%default%'",
-                                        {events()});
-    for (int i = 0; i < parts.rows(); ++i) {
-        db->exec_simple("DROP TABLE " + std::string(parts.get(i, 0))); // made by migrate at the default width
-    }
+    db->exec_simple(outbox_test::drop_outbox_partitions_sql(cfg.schema, cfg.table)); // made by migrate
     cfg.set("outbox.partition_events", "1000");
     cfg.set("outbox.partitions_ahead", "1");
     outbox::Relay relay(cfg);
