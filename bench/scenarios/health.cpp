@@ -267,6 +267,9 @@ struct HealthLoad {
 // The steady load itself: writers at 50% of the maximum rate for the run's length, sampled.
 // 50% of the maximum rate: L's, or measured for 3 s.
 double half_load(Bench &b, const IdOf &id_of) {
+    if (b.o.health_rate > 0) {
+        return b.o.health_rate;
+    }
     if (b.run.max_rate > 0) {
         return 0.5 * b.run.max_rate;
     }
@@ -282,7 +285,8 @@ HealthLoad steady_load(Bench &b, Background &bg, const Daemon &daemon, double ra
     HealthLoad h;
     h.rate = rate;
     progress("H: " + fixed(seconds / 60, 1) + " min at " + rate_str(h.rate) +
-             " (50% load), relay daemon, consumer with "
+             (o.health_rate > 0 ? " (--health-rate)" : " (50% load)") +
+             ", relay daemon, consumer with "
              "dedupe, purges of events and inbox rows older than " +
              std::to_string(o.health_age_s) + " s every " + fixed(o.health_purge_s, 0) + " s; sampling every " +
              fixed(o.health_sample_s, 0) + " s");
@@ -385,8 +389,10 @@ void scenario_health(Bench &b) {
     run.series["health"] = t.boolean("flat", all_flat);
     Row r;
     r.key = "H";
-    r.what = "table health: " + fixed(seconds / 60, 1) + " min at 50% load with relay, dedupe consumer, purges (" +
-             std::to_string(purged_outbox) + " events and " + std::to_string(purged_inbox) + " inbox rows purged)";
+    r.what = "table health: " + fixed(seconds / 60, 1) + " min at " +
+             (o.health_rate > 0 ? rate_str(o.health_rate) + " (--health-rate)" : std::string("50% load")) +
+             " with relay, dedupe consumer, purges (" + std::to_string(purged_outbox) + " events and " +
+             std::to_string(purged_inbox) + " inbox rows purged)";
     r.events = h.pw.written;
     r.seconds = h.pw.seconds;
     run.rows.push_back(r);

@@ -61,6 +61,7 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
                      "  --latency-seconds S L: seconds per load point (default 8)\n"
                      "  --health-minutes M  H: length of the steady-state run (default 2; 30 for the real check)\n"
                      "  --health-age-s S    H: purge published events and inbox rows older than S s (default 30)\n"
+                     "  --health-rate R     H: write R events/s (default 0: 50%% of the maximum rate, L's or measured)\n"
                      "  --seed-events N     backlog of the seed-style loop (default events/20)\n"
                      "  --w1-events N       backlog of the relay with relay.window=1 (default events/100)\n"
                      "  --writers N         concurrent writer threads in W, L, H (default 4)\n"
@@ -177,6 +178,7 @@ const std::vector<Opt> &option_table() {
         number("--latency-seconds", &Options::latency_seconds, 0.5, 3600, &Given::lat),
         number("--health-minutes", &Options::health_minutes, 0, 24 * 60, &Given::health),
         number("--health-age-s", &Options::health_age_s, 1, 86400),
+        number("--health-rate", &Options::health_rate, 0.0, 1000000.0, nullptr),
         number("--payload-bytes", &Options::payload_bytes, 64, 1 << 20),
         number("--w-payload-bytes", &Options::w_payload_bytes, 64, 1 << 20),
         queue_type(),

@@ -51,6 +51,7 @@ struct Options {
     double health_sample_s = 5;
     double health_purge_s = 10;
     int health_age_s = 30;            // H: purge PUBLISHED events / inbox rows older than this
+    double health_rate = 0;           // H: events/s written (0: 50% of the maximum rate)
     long health_aggregates = 10000;   // H: writes cycle over this many aggregates
     std::string outbox_cli;           // the `outbox` command (default: next to this binary's build tree)
     std::string drain_bin;            // the drain child, relay_drain (default: next to this binary)
