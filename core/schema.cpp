@@ -92,7 +92,7 @@ CREATE TABLE {RELAY} (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 INSERT INTO {RELAY} (name) VALUES ('default');
--- A receipt spans fewer than 100000 positions (the relay's largest batch; core/stream.hpp
+-- A receipt spans fewer than {SPAN} positions (the relay's largest batch; core/config.hpp
 -- max_receipt_span), so the receipt of a position is found among those that start less than that
 -- before it: at most two partitions of the default width are searched. Its partitions have the
 -- bounds of the events table's and are taken out with them, so receipts are never deleted.
@@ -101,7 +101,7 @@ CREATE TABLE {RCPT} (
     to_position   bigint NOT NULL,
     published_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (from_position),
-    CONSTRAINT "{N}_receipts_span" CHECK (to_position >= from_position AND to_position - from_position < 100000)
+    CONSTRAINT "{N}_receipts_span" CHECK (to_position >= from_position AND to_position - from_position < {SPAN})
 ) PARTITION BY RANGE (from_position);
 CREATE TABLE {RDEF} PARTITION OF {RCPT} DEFAULT;
 CREATE INDEX "{N}_receipts_published_at_idx" ON {RCPT} (published_at);
@@ -184,7 +184,7 @@ CREATE VIEW {T} AS
 SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,
        e.previous_payload, e.metadata, e.actor, e.created_at,
        (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
-            WHERE r.from_position <= e.position AND r.from_position > e.position - 100000
+            WHERE r.from_position <= e.position AND r.from_position > e.position - {SPAN}
             ORDER BY r.from_position DESC LIMIT 1) x
         WHERE x.to_position >= e.position) AS published_at,
        CAST('PUBLISHED' AS text) AS status, 0 AS retry_count, CAST(NULL AS text) AS error_message,
@@ -199,7 +199,7 @@ SELECT e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, 
        e.created_at, e.idempotency_key
 FROM {E} e
 LEFT JOIN LATERAL (SELECT x.published_at FROM (SELECT r.published_at, r.to_position FROM {RCPT} r
-                       WHERE r.from_position <= e.position AND r.from_position > e.position - 100000
+                       WHERE r.from_position <= e.position AND r.from_position > e.position - {SPAN}
                        ORDER BY r.from_position DESC LIMIT 1) x
                    WHERE x.to_position >= e.position) r ON true
 WHERE e.position > (SELECT c.cursor FROM {RELAY} c WHERE c.name = 'default')
@@ -452,6 +452,7 @@ std::string expand(const char *step, const Config &cfg) {
     s = replace_all(s, "{EDEF}", outbox_part("_events_default"));
     s = replace_all(s, "{E}", outbox_part("_events"));
     s = replace_all(s, "{RELAY}", outbox_part("_relay"));
+    s = replace_all(s, "{SPAN}", std::to_string(max_receipt_span));
     s = replace_all(s, "{RDEF}", outbox_part("_receipts_dflt"));
     s = replace_all(s, "{RCPT}", outbox_part("_receipts"));
     s = replace_all(s, "{PARK}", outbox_part("_parked"));

@@ -220,6 +220,16 @@ Napi::Value RenderWrite(const Napi::CallbackInfo &info) {
     return wrap(info.Env(), st);
 }
 
+// Every outbox_statement_param() of `st` as an array of strings and nulls.
+Napi::Array params_array(Napi::Env env, const outbox_statement *st) {
+    const size_t n = outbox_statement_param_count(st);
+    Napi::Array out = Napi::Array::New(env, n);
+    for (size_t i = 0; i < n; ++i) {
+        out.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
+    }
+    return out;
+}
+
 // render_write_fields(cfg | null, [field, value, ...]) -> { text, values, eventId, eventType }:
 // outbox_render_write of the event those fields make, in one crossing into the addon (the event
 // and the statement are freed here), for `outbox.write(pgClient, event)`: per write, the calls
@@ -233,14 +243,9 @@ Napi::Value RenderWriteFields(const Napi::CallbackInfo &info) {
     outbox_statement *raw = nullptr;
     check(env, outbox_render_write(&raw, cfg != nullptr ? cfg->ptr : nullptr, owned.ev));
     std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
-    const size_t n = outbox_statement_param_count(st.get());
-    Napi::Array values = Napi::Array::New(env, n);
-    for (size_t i = 0; i < n; ++i) {
-        values.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st.get(), i)));
-    }
     Napi::Object o = Napi::Object::New(env);
     o.Set("text", str_or_null(env, outbox_statement_sql(st.get())));
-    o.Set("values", values);
+    o.Set("values", params_array(env, st.get()));
     o.Set("eventId", str_or_null(env, outbox_event_id(owned.ev)));
     o.Set("eventType", str_or_null(env, outbox_event_type(owned.ev)));
     return o;
@@ -273,13 +278,7 @@ Napi::Value StatementParam(const Napi::CallbackInfo &info) {
 
 // statement_params(st) -> (string | null)[]: every outbox_statement_param() at once.
 Napi::Value StatementParams(const Napi::CallbackInfo &info) {
-    auto *h = unwrap<outbox_statement>(info, 0);
-    size_t n = outbox_statement_param_count(h->ptr);
-    Napi::Array out = Napi::Array::New(info.Env(), n);
-    for (size_t i = 0; i < n; ++i) {
-        out.Set(static_cast<uint32_t>(i), str_or_null(info.Env(), outbox_statement_param(h->ptr, i)));
-    }
-    return out;
+    return params_array(info.Env(), unwrap<outbox_statement>(info, 0)->ptr);
 }
 
 Napi::Value StatementJson(const Napi::CallbackInfo &info) {
