@@ -67,6 +67,12 @@ def plot_drain(report, series, out):
     b = baseline_rate(report)
     if b:
         ax.axhline(b, color="grey", linestyle="--", label=f"plain publisher B ({b:.0f}/s)")
+    consumed = series.get("drain_consumed") or []
+    if consumed:
+        ax.plot([p["backlog"] for p in consumed], [p["events_per_s"] for p in consumed], "^-", color="tab:green",
+                label="relay drain, queue consumed (E)")
+        ax.plot([p["backlog"] for p in consumed], [p["baseline_events_per_s"] for p in consumed], "v:",
+                color="tab:green", label="B as many messages, queue consumed (E)")
     ax.set_xscale("log")
     ax.set_xlabel("backlog (events)")
     ax.set_ylabel("events/s")

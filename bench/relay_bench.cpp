@@ -30,6 +30,7 @@ const std::vector<Scenario> &bench::scenario_table() {
     static const std::vector<Scenario> table = {
         {"B", "plain librabbitmq-c publisher (the baseline of D, P, X)", scenario_baseline, true},
         {"D", "relay drain of each --drain-sizes backlog (drain child: peak RSS)", scenario_drain, true},
+        {"E", "B and D's drains with a subscriber consuming the queue (Bc, Rc-*)", scenario_drain_consumed, true},
         {"P", "relay drain vs relay.batch_size and vs relay.window (--sweep-*)", scenario_sweep, true},
         {"R-nojit", "diagnostic: a drain with options='-c jit=off' in pg.url", scenario_nojit, false},
         {"R-pinned", "diagnostic: a drain with options='-c jit=off -c enable_sort=off'", scenario_pinned, false},
@@ -78,8 +79,8 @@ Run new_run(const Options &o, uint32_t tag) {
     }
     run.drain_bin = o.drain_bin.empty() ? next_to_self("relay_drain") : o.drain_bin;
     if (access(run.drain_bin.c_str(), X_OK) != 0 &&
-        (wanted(o, "D") || wanted(o, "P") || wanted(o, "Z") || wanted(o, "R-w1") || wanted(o, "R-nojit") ||
-         wanted(o, "R-pinned") || wanted(o, "R-async"))) {
+        (wanted(o, "D") || wanted(o, "E") || wanted(o, "P") || wanted(o, "Z") || wanted(o, "R-w1") ||
+         wanted(o, "R-nojit") || wanted(o, "R-pinned") || wanted(o, "R-async"))) {
         die("the drain child is not at " + run.drain_bin + " (build relay_drain, or give --drain-bin PATH)");
     }
     char hex[16];

@@ -3,6 +3,7 @@
 //
 //   B         baseline.cpp     a plain librabbitmq-c publisher with confirms: the baseline of D, P, X
 //   D         drain.cpp        the relay draining each --drain-sizes backlog in the drain child (peak RSS)
+//   E         drain.cpp        B and D's drains again with a subscriber consuming the queue (Bc, Rc-*)
 //   P         sweep.cpp        the relay's drain vs relay.batch_size and vs relay.window
 //   R-nojit   diagnostics.cpp  a drain with options='-c jit=off' (only when named)
 //   R-pinned  diagnostics.cpp  a drain with options='-c jit=off -c enable_sort=off' (only when named)
@@ -53,22 +54,23 @@ struct Bench {
     [[nodiscard]] const Row *main_drain() const;
 };
 
-void scenario_baseline(Bench &b);   // B
-void scenario_drain(Bench &b);      // D
-void scenario_sweep(Bench &b);      // P
-void scenario_nojit(Bench &b);      // R-nojit
-void scenario_pinned(Bench &b);     // R-pinned
-void scenario_async(Bench &b);      // R-async
-void scenario_size(Bench &b);       // Z
-void scenario_window1(Bench &b);    // R-w1
-void scenario_seed(Bench &b);       // S
-void scenario_scale(Bench &b);      // X
-void scenario_latency(Bench &b);    // L
-void scenario_consumer(Bench &b);   // C
-void scenario_writes(Bench &b);     // W
-void scenario_bindings(Bench &b);   // K
-void scenario_health(Bench &b);     // H
-void scenario_partitions(Bench &b); // Q
+void scenario_baseline(Bench &b);       // B
+void scenario_drain(Bench &b);          // D
+void scenario_drain_consumed(Bench &b); // E
+void scenario_sweep(Bench &b);          // P
+void scenario_nojit(Bench &b);          // R-nojit
+void scenario_pinned(Bench &b);         // R-pinned
+void scenario_async(Bench &b);          // R-async
+void scenario_size(Bench &b);           // Z
+void scenario_window1(Bench &b);        // R-w1
+void scenario_seed(Bench &b);           // S
+void scenario_scale(Bench &b);          // X
+void scenario_latency(Bench &b);        // L
+void scenario_consumer(Bench &b);       // C
+void scenario_writes(Bench &b);         // W
+void scenario_bindings(Bench &b);       // K
+void scenario_health(Bench &b);         // H
+void scenario_partitions(Bench &b);     // Q
 
 // The table, in the order the scenarios run.
 const std::vector<Scenario> &scenario_table();

@@ -126,6 +126,7 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
     timeval zero{0, 0};
 
     const double cpu0 = cpu_seconds();
+    const CpuTimes machine0 = cpu_times();
     const auto t0 = Clock::now();
     while (confirms.confirmed < total) {
         while (published < total && published - confirms.confirmed < window) {
@@ -174,6 +175,7 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
     const double secs = seconds_between(t0, Clock::now());
 
     Row r;
+    r.steal = steal_share(machine0, cpu_times());
     r.client_cpu_s = cpu_seconds() - cpu0;
     r.key = "B";
     r.what = "plain librabbitmq-c publisher (confirms, window " + std::to_string(o.window) + ")";

@@ -43,7 +43,7 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
     }
     std::fprintf(to, "options:\n"
                      "  --events N          baseline B message count (default 100000)\n"
-                     "  --drain-sizes LIST  D backlogs (default 10000,100000,1000000)\n"
+                     "  --drain-sizes LIST  D and E backlogs (default 10000,100000,1000000)\n"
                      "  --payload-bytes N   size of each event's JSON payload in B, D, P, X, S (default 1024)\n"
                      "  --window N          publisher-confirm window, relay and baseline alike (default 512)\n"
                      "  --batch-size N      relay.batch_size (default 2000)\n"
@@ -70,7 +70,7 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
                      "  --w-payload-bytes N W: event payload size (default 256)\n"
                      "  --consume-events N  C: messages each consumer handles (default events/20)\n"
                      "  --outbox-cli PATH   the outbox command for X, L, H (default ../cli/outbox from this binary)\n"
-                     "  --drain-bin PATH    the drain child of D, P, R-w1 (default relay_drain next to this binary)\n"
+                     "  --drain-bin PATH    the drain child of D, E, P, Z, R-w1 (default relay_drain next to it)\n"
                      "  --bindings-python FILE, --bindings-node FILE  K: JSON written by python/bench_write.py\n"
                      "                      and node/bench/write.js in this run (bench/run passes them)\n"
                      "  --quick             small sizes, for checking the harness (well under 2 minutes)\n"

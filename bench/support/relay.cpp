@@ -105,18 +105,21 @@ Row run_relay(Run &run, const Options &o, const Generator &g, Pg &pg, int batch,
               const std::string &pg_options) {
     progress(key + ": relay draining a backlog of " + std::to_string(g.count) + " events (batch " +
              std::to_string(batch) + ", window " + std::to_string(window) + ")");
+    const CpuTimes machine0 = cpu_times();
     const DrainStats d = drain_in_child(run, batch, window, pg_options, g.count, key, o.steps_csv);
+    const double steal = steal_share(machine0, cpu_times());
 
     Row r;
     r.client_cpu_s = d.cpu_s;
     r.peak_rss_kib = d.peak_rss_kib;
+    r.steal = steal;
     r.key = key;
     r.what = "outbox relay draining a backlog (batch " + std::to_string(batch) + ", window " + std::to_string(window) +
              ", " + std::to_string(g.count / std::max(1L, g.aggregates)) + " event(s)/aggregate)";
     r.events = d.published;
     r.seconds = d.seconds;
     r.extra = drain_json(d, g.count);
-    if (key.rfind("R-", 0) == 0 && key != "R-w1" && key.find('@') == std::string::npos) {
+    if (key.rfind("P-", 0) != 0 && key != "R-w1") { // D, E, Z and the diagnostics
         run.notes.push_back(phases_note(key, d));
     }
 

@@ -57,6 +57,9 @@ Json row_json(const Row &r) {
     if (r.peak_rss_kib >= 0) {
         j.integer("relay_peak_rss_kib", r.peak_rss_kib);
     }
+    if (r.steal >= 0) {
+        j.num("cpu_steal", r.steal, 3);
+    }
     return j.merge(r.extra);
 }
 
@@ -151,12 +154,13 @@ void write_md(const Run &run, const Options &o, const Env &env) {
           << (f.verdict == "MISS" ? "**MISS**" : f.verdict) << " |\n";
     }
     m << "\n## Every measurement\n\n";
-    m << "| key | what | events | seconds | events/s | ratio | relay peak RSS |\n";
-    m << "| --- | --- | ---: | ---: | ---: | --- | ---: |\n";
+    m << "| key | what | events | seconds | events/s | ratio | relay peak RSS | CPU stolen |\n";
+    m << "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |\n";
     for (const auto &r : run.rows) {
         m << "| " << r.key << " | " << r.what << " | " << r.events << " | " << fixed(r.seconds, 2) << " | "
           << fixed(r.rate(), 0) << " | " << r.ratio << " | "
-          << (r.peak_rss_kib >= 0 ? fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB" : "") << " |\n";
+          << (r.peak_rss_kib >= 0 ? fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB" : "") << " | "
+          << (r.steal >= 0 ? fixed(100.0 * r.steal, 0) + "%" : "") << " |\n";
     }
     m << "\n## Notes\n\n";
     std::string ph;

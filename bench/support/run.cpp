@@ -80,6 +80,10 @@ void expect_queue_holds(Run &run, Amqp &admin, long n, const std::string &who) {
            who + ": the queue holds " + std::to_string(n) + " messages (" + std::to_string(q) + ")");
 }
 
+std::string rate_with_steal(const Row &r) {
+    return rate_str(r.rate()) + (r.steal >= 0 ? " (CPU stolen " + fixed(100.0 * r.steal, 0) + "%)" : "");
+}
+
 void reset_outbox(Pg &pg, const Run &run) {
     // Storage version 2: the events and the relay's receipts and parked events; the cursor stays
     // (positions only grow, so the next backlog lies above it).

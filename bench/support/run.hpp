@@ -25,6 +25,7 @@ struct Row {
     Json extra;               // scenario-specific figures: members added to its JSON row
     double client_cpu_s = -1; // CPU time of the bench process during the timed part
     long peak_rss_kib = -1;   // peak RSS of the relay process(es) of this row, when measured
+    double steal = -1;        // share of the machine's CPU the hypervisor took meanwhile (0..1), when measured
     [[nodiscard]] double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
 };
 
@@ -64,6 +65,8 @@ void add_figure(Run &run, Figure f);
 // A self-check: a failure is printed and listed at the top of the report (exit status 2).
 void expect(Run &run, bool ok, const std::string &what);
 Row *find_row(Run &run, const std::string &key);
+// A row's rate with the share of CPU the hypervisor took meanwhile: "13653 events/s (CPU stolen 23%)".
+std::string rate_with_steal(const Row &r);
 // Checks one message taken off the queue against the generator's bytes.
 void check_sample(Run &run, Amqp &admin, const Generator &g, const std::string &who);
 // Checks that the bench queue holds exactly `n` messages (the events of a drain or a publish).

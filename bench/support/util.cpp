@@ -62,6 +62,31 @@ double cpu_seconds() {
            static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+CpuTimes cpu_times() {
+    CpuTimes t;
+    FILE *f = std::fopen("/proc/stat", "r");
+    if (f == nullptr) {
+        return t;
+    }
+    unsigned long long v[8] = {};
+    if (std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                    &v[7]) == 8) {
+        for (unsigned long long x : v) {
+            t.total += x;
+        }
+        t.steal = v[7];
+    }
+    std::fclose(f);
+    return t;
+}
+
+double steal_share(const CpuTimes &a, const CpuTimes &b) {
+    if (b.total <= a.total) {
+        return -1;
+    }
+    return static_cast<double>(b.steal - a.steal) / static_cast<double>(b.total - a.total);
+}
+
 std::string fixed(double v, int decimals) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);

@@ -34,6 +34,14 @@ std::string amqp_url_from_env();
 long peak_rss_kib();
 // CPU time of this process (all threads), user + system.
 double cpu_seconds();
+// The machine's CPU time from /proc/stat's first line: all of it and what the hypervisor took for
+// other guests (steal). A shared virtual machine loses a varying share; a figure is read with it.
+struct CpuTimes {
+    unsigned long long total = 0, steal = 0;
+};
+CpuTimes cpu_times();
+// The share of the CPU stolen between two readings (0..1), or -1 when /proc/stat is not there.
+double steal_share(const CpuTimes &a, const CpuTimes &b);
 
 std::string fixed(double v, int decimals);
 std::string rate_str(double r);
