@@ -78,5 +78,7 @@ const std::vector<Scenario> &scenario_table();
 // B's publisher (also C's: it fills the consumers' queues): g's messages through one connection
 // with confirms, at most --window unconfirmed. Its row, checked for nacks and returns.
 Row publish_baseline(Run &run, const Options &o, const Generator &g);
+// B's publisher with a subscriber consuming the queue (E, Z): g's messages, row key Bc-<size>.
+Row consumed_baseline(Bench &b, const Generator &g);
 
 } // namespace bench

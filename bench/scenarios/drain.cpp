@@ -114,17 +114,6 @@ void scenario_drain(Bench &b) {
 
 namespace {
 
-// Waits for the subscriber to have every message of `who`'s publish or drain, and checks that it
-// got each once and that the queue is empty.
-void expect_subscriber_got_all(Run &run, Amqp &admin, Subscriber &s, const std::string &who) {
-    const bool all = s.finish(15);
-    expect(run, all && s.duplicates() == 0 && s.foreign() == 0,
-           who + ": the subscriber got each of the " + std::to_string(s.expected()) + " messages once (" +
-               std::to_string(s.received()) + " received, " + std::to_string(s.duplicates()) + " duplicate(s), " +
-               std::to_string(s.foreign()) + " foreign)");
-    expect_queue_holds(run, admin, 0, who);
-}
-
 Figure consumed_ratio(const std::string &name, const Row &r, const Row &base, double target) {
     Figure f;
     f.section = "1 relay drain";
@@ -137,7 +126,8 @@ Figure consumed_ratio(const std::string &name, const Row &r, const Row &base, do
     return f;
 }
 
-// B's publisher with the subscriber on the queue: g's messages, key Bc-<size>.
+} // namespace
+
 Row consumed_baseline(Bench &b, const Generator &g) {
     Run &run = b.run;
     const std::string key = "Bc-" + count_label(g.count);
@@ -146,7 +136,7 @@ Row consumed_baseline(Bench &b, const Generator &g) {
     {
         Subscriber s(run.amqp_url, run.queue, g);
         r = publish_baseline(run, b.o, g);
-        expect_subscriber_got_all(run, b.admin, s, key);
+        expect_got_all(run, b.admin, s, key);
     }
     r.key = key;
     r.what = "plain librabbitmq-c publisher (confirms, window " + std::to_string(b.o.window) + "), " +
@@ -154,8 +144,6 @@ Row consumed_baseline(Bench &b, const Generator &g) {
     progress(key + ": " + rate_with_steal(r));
     return r;
 }
-
-} // namespace
 
 void scenario_drain_consumed(Bench &b) {
     Run &run = b.run;
@@ -176,7 +164,7 @@ void scenario_drain_consumed(Bench &b) {
         {
             Subscriber s(run.amqp_url, run.queue, g);
             r = run_relay(run, o, g, b.pg, o.batch_size, o.window, key);
-            expect_subscriber_got_all(run, b.admin, s, key);
+            expect_got_all(run, b.admin, s, key);
         }
         r.what = "outbox relay draining a backlog (batch " + std::to_string(o.batch_size) + ", window " +
                  std::to_string(o.window) + "), a subscriber consuming the queue";

@@ -140,11 +140,7 @@ Row drain_on_top(Bench &b, long n, uint16_t code, char prefix, const std::string
     // A subscriber takes the queue as it fills, as in E (the shape of production; see E's note).
     Subscriber s(b.run.amqp_url, b.run.queue, g);
     Row r = run_relay(b.run, b.o, g, b.pg, b.o.batch_size, b.o.window, key);
-    const bool all = s.finish(15);
-    expect(b.run, all && s.duplicates() == 0 && s.foreign() == 0,
-           key + ": the subscriber got each of the " + std::to_string(g.count) + " messages once (" +
-               std::to_string(s.received()) + " received)");
-    expect_queue_holds(b.run, b.admin, 0, key);
+    expect_got_all(b.run, b.admin, s, key);
     return r;
 }
 
@@ -373,8 +369,11 @@ void scenario_size(Bench &b) {
     run.rows.push_back(large);
     const std::string what = "relay drain, backlog " + count_label(o.size_backlog) + " on " + beneath + " published";
     const std::string bc = "Bc-" + count_label(o.size_backlog);
+    if (find_row(run, bc) == nullptr) { // E ran no drain of that size: B publishes as many here
+        run.rows.push_back(consumed_baseline(b, b.events(0x0032, 'u', o.size_backlog, o.size_backlog)));
+    }
     add_ratio(run, what + ", vs " + bc, large, find_row(run, bc), bc);
-    add_ratio(run, what + ", vs the 10k drain on the same table", large, &run.rows[run.rows.size() - 2], small_key);
+    add_ratio(run, what + ", vs the 10k drain on the same table", large, find_row(run, small_key), small_key);
     add_ratio(run, what + ", vs the 10k drain on an empty table (E)", large, find_row(run, "Rc-10k"), "Rc-10k");
     run.notes.push_back(
         "Z: " + beneath +

@@ -58,4 +58,13 @@ bool Subscriber::finish(int idle_s) {
     return received_.load() - duplicates_.load() - foreign_.load() == g_.count;
 }
 
+void expect_got_all(Run &run, Amqp &admin, Subscriber &s, const std::string &who) {
+    const bool all = s.finish(15);
+    expect(run, all && s.duplicates() == 0 && s.foreign() == 0,
+           who + ": the subscriber got each of the " + std::to_string(s.expected()) + " messages once (" +
+               std::to_string(s.received()) + " received, " + std::to_string(s.duplicates()) + " duplicate(s), " +
+               std::to_string(s.foreign()) + " foreign)");
+    expect_queue_holds(run, admin, 0, who);
+}
+
 } // namespace bench

@@ -7,6 +7,7 @@
 
 #include "amqp.hpp"
 #include "events.hpp"
+#include "run.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -44,5 +45,9 @@ class Subscriber {
     std::atomic<int64_t> last_ms_{0}; // steady-clock ms of the last delivery
     std::thread thread_;
 };
+
+// Waits for the subscriber to have every message of `who`'s publish or drain (finish), and checks
+// that it got each once and that the queue is empty.
+void expect_got_all(Run &run, Amqp &admin, Subscriber &s, const std::string &who);
 
 } // namespace bench
