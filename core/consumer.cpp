@@ -1,6 +1,7 @@
 #include "consumer.hpp"
 
 #include "connect.hpp"
+#include "consumer_loop.hpp"
 #include "envelope.hpp"
 #include "error.hpp"
 #include "json.hpp"
@@ -18,11 +19,6 @@ namespace outbox {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Thrown for a failing handler, so infrastructure errors are never mistaken for one.
-struct HandlerFailed {
-    std::string reason;
-};
 
 // Declares one of the consumer's own queues. A queue that already exists with other arguments (a
 // classic queue from before quorum queues were the default, another delivery limit...) cannot be
@@ -94,6 +90,7 @@ void Consumer::connect() {
     amqp::Options o = amqp_options(cfg_, "outbox-consumer " + name_);
     o.first = broker_next_;
     auto conn = std::make_unique<amqp::Connection>(o);
+    ++generation_;
     broker_next_ = conn->address_index() + 1; // after a loss, the next node first
     const bool quorum = cfg_.consumer_queue_type == "quorum";
     if (cfg_.exchange_declare) {
@@ -168,6 +165,7 @@ std::optional<Delivery> Consumer::next(int timeout_ms) {
         if (members_) {
             d.partition = partition_of(d.raw.consumer_tag);
         }
+        d.generation = generation_;
         return d;
     }
     return std::nullopt;
@@ -178,6 +176,7 @@ void Consumer::ack(const Delivery &d) {
         fail(Errc::connection, "consumer is not connected; the message will be redelivered");
     }
     mq_->ack(d.raw.delivery_tag);
+    mark_settled(d);
     classic_attempts_.erase(d.event_id);
     uncounted_.erase(d.event_id);
 }
@@ -187,6 +186,7 @@ void Consumer::nack(const Delivery &d, bool requeue) {
         fail(Errc::connection, "consumer is not connected; the message will be redelivered");
     }
     mq_->nack(d.raw.delivery_tag, false, requeue);
+    mark_settled(d);
 }
 
 void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
@@ -247,6 +247,7 @@ void Consumer::dead_letter(const Delivery &d, const std::string &reason) {
         }
     }
     mq_->ack(d.raw.delivery_tag);
+    mark_settled(d);
     classic_attempts_.erase(d.event_id);
     uncounted_.erase(d.event_id);
 }
@@ -395,112 +396,14 @@ int Consumer::retry_delay_ms(int failures, const std::string &why) const {
     return delay;
 }
 
-// COMMIT of a handler's effect. The server refusing it (a deferred constraint, a serialization
-// failure) is the effect's failure and counts as the handler's, as in every language's loop; a
-// connection lost at COMMIT is not (settle() sees the connection lost).
-void Consumer::commit_effect(pg::Conn &conn) {
+// One loop for every face (core/consumer_loop.hpp), here on a connection of the library's.
+void Consumer::run(pg::Conn *db, const Handler &handler) {
+    ConsumerLoop loop(*this, db != nullptr ? LoopConn::library_lent : LoopConn::library_own, db, LoopOptions{});
     try {
-        conn.exec_simple("COMMIT");
-    } catch (const Error &e) {
-        if (!conn.ok()) {
-            throw;
-        }
-        throw HandlerFailed{std::string("COMMIT failed: ") + e.what()};
-    }
-}
-
-// One delivery: BEGIN and the dedupe in one round trip, the handler the first time only, COMMIT,
-// then settle(). Any error other than the handler's requeues the message without counting an
-// attempt and is thrown to run()'s reconnect loop.
-void Consumer::handle(pg::Conn &conn, Delivery &d, const Handler &handler) {
-    inbox::Key key{name_, d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
-    Outcome outcome = Outcome::handled;
-    std::string reason;
-    try {
-        // BEGIN and the dedupe go in one round trip; a failure leaves no transaction open.
-        d.dedupe = inbox::begin_and_dedupe(conn, cfg_, key, cfg_.inbox_order_check);
-        if (d.dedupe.first_time) {
-            try {
-                handler(conn, d);
-            } catch (const std::exception &e) {
-                throw HandlerFailed{e.what()};
-            } catch (...) {
-                throw HandlerFailed{"handler failed"};
-            }
-            commit_effect(conn);
-        } else {
-            outcome = Outcome::duplicate;
-            conn.exec_simple("COMMIT");
-        }
-    } catch (const HandlerFailed &f) {
-        conn.rollback_quietly(); // never reopens a lost connection: settle() sees it lost
-        Settlement s = settle(d, Outcome::handler_failed, f.reason, &conn);
-        if (s.db_lost) {
-            fail(Errc::connection, "PostgreSQL connection lost in the handler: " + f.reason);
-        }
-        return;
-    } catch (const std::exception &e) {
-        if (conn.tx_status() != PQTRANS_IDLE) {
-            conn.rollback_quietly();
-        }
-        // The effect was not committed: the message goes back to the queue, no attempt counted.
-        try {
-            settle(d, Outcome::not_processed, e.what(), &conn);
-        } catch (...) {
-            drop(); // unacked, it returns to the queue with the broker connection
-        }
-        throw;
+        run_blocking(loop, *this, handler);
     } catch (...) {
-        if (conn.tx_status() != PQTRANS_IDLE) {
-            conn.rollback_quietly();
-        }
         drop();
         throw;
-    }
-    settle(d, outcome, reason, &conn);
-}
-
-void Consumer::run(pg::Conn *db, const Handler &handler) {
-    std::optional<pg::Conn> own;
-    pg::Conn *conn = db;
-    int failures = 0;
-    while (!stopping()) {
-        try {
-            if (conn == nullptr) {
-                if (cfg_.pg_url.empty()) {
-                    fail(Errc::invalid_argument, "the consumer needs pg.url or a database connection");
-                }
-                own.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, "outbox-consumer " + name_));
-                conn = &*own;
-                log(LogLevel::info, "consumer " + name_ + " connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url));
-            }
-            std::optional<Delivery> d = next(500);
-            failures = 0;
-            if (!d) {
-                continue;
-            }
-            handle(*conn, *d, handler);
-        } catch (const Error &e) {
-            if (db != nullptr && !db->ok()) {
-                throw; // a lent connection cannot be reopened here
-            }
-            if (e.code() == Errc::invalid_argument) {
-                throw;
-            }
-            if (own && !own->ok()) {
-                own.reset();
-                conn = nullptr;
-            }
-            if (!mq_ || !mq_->alive() || (e.code() != Errc::connection && e.code() != Errc::database)) {
-                // next() connects again; unacked messages return to the queue. A database failure
-                // (its message already requeued by settle()) keeps the broker connection.
-                drop();
-            }
-            const int delay = retry_delay_ms(++failures, std::string(errc_name(e.code())) + ": " + e.what());
-            for (int waited = 0; waited < delay && !stopping(); waited += 50) {
-                poll(nullptr, 0, 50);
-            }
-        }
     }
     drop();
     log(LogLevel::info, "consumer " + name_ + " stopped");

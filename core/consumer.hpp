@@ -35,6 +35,7 @@ struct Delivery {
     int64_t seq = 0;             // from the outbox-seq header (0 = not given)
     int64_t delivery_count = -1; // deliveries before this one (quorum queues), -1 = unknown
     int partition = -1;          // partitioned subscribers: the partition queue it came from
+    uint64_t generation = 0;     // the broker connection it came on (delivery tags are per connection)
     inbox::Result dedupe;        // filled by the run loop
 
     [[nodiscard]] const std::string *field(const std::string &name) const;
@@ -132,10 +133,19 @@ class Consumer {
     // unless why is empty.
     int retry_delay_ms(int failures, const std::string &why) const;
 
+    // Whether the delivery was acked, requeued or dead-lettered already (by a handler itself).
+    [[nodiscard]] bool was_settled(const Delivery &d) const {
+        return settled_generation_ == d.generation && settled_tag_ == d.raw.delivery_tag && d.generation != 0;
+    }
+
   private:
-    void handle(pg::Conn &conn, Delivery &d, const Handler &handler);
-    static void commit_effect(pg::Conn &conn);
+    friend class ConsumerLoop; // core/consumer_loop.hpp: drops the connection after a failure, logs
     void drop() noexcept;
+    [[nodiscard]] bool broker_alive() const { return mq_ && mq_->alive(); }
+    void mark_settled(const Delivery &d) {
+        settled_generation_ = d.generation;
+        settled_tag_ = d.raw.delivery_tag;
+    }
     void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
@@ -156,6 +166,8 @@ class Consumer {
     std::deque<amqp::Message> pending_; // deliveries read while waiting for a confirm
     std::unordered_map<std::string, int64_t> classic_attempts_; // handler failures per event (classic queues)
     std::unordered_map<std::string, int64_t> uncounted_;        // requeues that were not the handler's failure
+    uint64_t generation_ = 0; // broker connections made so far
+    uint64_t settled_generation_ = 0, settled_tag_ = 0;
     std::atomic<bool> stop_{false};
     LogFn log_;
 };

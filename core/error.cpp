@@ -85,4 +85,8 @@ std::string quote_input(std::string_view input, size_t max) {
     return "'" + p + "'" + shortened(input, used);
 }
 
+bool errc_retriable(Errc code) noexcept {
+    return code == Errc::connection || code == Errc::broker || code == Errc::timeout;
+}
+
 } // namespace outbox

@@ -39,6 +39,9 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void fail(Errc code, const std::string &message) { throw Error(code, message); }
 
 const char *errc_name(Errc code) noexcept;
+// Whether a call that failed with `code` may succeed when tried again, unchanged: a server away
+// or dropping the connection, a broker error, a bounded wait that ran out.
+bool errc_retriable(Errc code) noexcept;
 
 // A caller's input as error messages quote it: at most `max` bytes, and anything that is not
 // printable UTF-8 (control characters, invalid bytes) as \xNN. Messages stay short and valid

@@ -83,6 +83,14 @@ OUTBOX_API const char *outbox_last_error(void);
 OUTBOX_API outbox_status outbox_last_status(void);
 /** @return a stable name for a status, e.g. "INVALID_EVENT" (static, never freed). */
 OUTBOX_API const char *outbox_status_name(outbox_status status);
+/**
+ * Whether a call that failed with `status` may succeed if tried again later, unchanged: a server
+ * unreachable or dropping the connection (OUTBOX_ERR_CONNECTION), a broker error
+ * (OUTBOX_ERR_BROKER), a bounded wait that ran out (OUTBOX_ERR_TIMEOUT). Bad input, a used
+ * idempotency key, a missing schema and the rest are not. The same answer in every language.
+ * @return 1 when retriable, 0 otherwise (OUTBOX_OK included).
+ */
+OUTBOX_API int outbox_status_retriable(outbox_status status);
 /** Frees a string the library returned as owned. NULL is a no-op. */
 OUTBOX_API void outbox_string_free(char *s);
 /**@}*/
@@ -696,6 +704,173 @@ OUTBOX_API outbox_status outbox_consumer_retry_delay(int *delay_ms, outbox_consu
                                                      const char *why);
 /* ---- end of: a consumer loop of your own ---- */
 
+/* ---- The consumer loop as a step machine: one loop for every face ---- */
+
+/**
+ * The library's exactly-once consumer loop, driven step by step (what outbox_consumer_run() does,
+ * for a face that runs statements on its own driver connection, or waits in its own event loop).
+ * Ask outbox_loop_next() what to do, do it, report it, again until OUTBOX_LOOP_DONE. Every rule
+ * (the statements, what a failure means, settling, reconnecting, backoff) is the library's: the
+ * driver only runs a statement, calls the handler and waits. Destroy with outbox_loop_free().
+ * One thread at a time; outbox_consumer_stop() from any thread ends it between deliveries.
+ */
+typedef struct outbox_loop outbox_loop;
+
+/** What the driver of an outbox_loop does next (outbox_loop_next()). */
+typedef enum outbox_loop_action {
+    OUTBOX_LOOP_BLOCK = 1,  /**< call outbox_loop_block() where blocking is fine (a worker thread in async code) */
+    OUTBOX_LOOP_EXEC = 2,   /**< run outbox_loop_statement() on your connection; report outbox_loop_exec_done() or outbox_loop_exec_failed() */
+    OUTBOX_LOOP_HANDLE = 3, /**< call your handler with outbox_loop_message(); report outbox_loop_handler_done() */
+    OUTBOX_LOOP_WAIT = 4,   /**< wait outbox_loop_wait_ms() (less when stopped), then outbox_loop_waited() */
+    OUTBOX_LOOP_OPEN = 5,   /**< open your database connection anew (OUTBOX_LOOP_DRIVER_OWNED); report outbox_loop_opened() */
+    OUTBOX_LOOP_DONE = 6    /**< finished; outbox_loop_result() says how */
+} outbox_loop_action;
+
+/** Which statement OUTBOX_LOOP_EXEC hands out (a driver may use its own call, e.g. commit()). */
+typedef enum outbox_loop_sql {
+    OUTBOX_LOOP_SQL_BEGIN = 1,   /**< "BEGIN": start the delivery's transaction */
+    OUTBOX_LOOP_SQL_DEDUPE = 2,  /**< the inbox statement; report its first row as text */
+    OUTBOX_LOOP_SQL_COMMIT = 3,  /**< "COMMIT" */
+    OUTBOX_LOOP_SQL_ROLLBACK = 4 /**< "ROLLBACK" */
+} outbox_loop_sql;
+
+/** Whose connection the loop's transactions run on (outbox_loop_options.connection). */
+typedef enum outbox_loop_conn {
+    OUTBOX_LOOP_LIBRARY = 0,      /**< an outbox_db: the `db` given (lent: its loss ends the loop), or NULL: one of the loop's own from pg.url, reopened after a loss */
+    OUTBOX_LOOP_DRIVER_LENT = 2,  /**< your driver's connection, lent: OUTBOX_LOOP_EXEC; its loss ends the loop */
+    OUTBOX_LOOP_DRIVER_OWNED = 3  /**< your driver's connection, the loop's to (re)open: OUTBOX_LOOP_OPEN first, and after a loss */
+} outbox_loop_conn;
+
+/** How a handler ended (outbox_loop_handler_done()). */
+typedef enum outbox_handler_result {
+    OUTBOX_HANDLER_OK = 0,    /**< commit, then acknowledge */
+    OUTBOX_HANDLER_FAILED = 1 /**< roll back; an attempt: requeued, dead-lettered at consumer.delivery_limit */
+} outbox_handler_result;
+
+/** Options of outbox_loop_new(). Size-prefixed: fill with outbox_loop_options_init(). */
+typedef struct outbox_loop_options {
+    size_t size;
+    int32_t connection;       /**< an outbox_loop_conn; default OUTBOX_LOOP_LIBRARY */
+    int32_t idle_timeout_ms;  /**< done after this long without a message; -1 (default): never */
+    int64_t limit;            /**< done after this many events handled; 0 (default): no limit */
+    const char *placeholders; /**< driver connections: placeholder style of the statements (render.placeholders); NULL: the configuration's */
+    int32_t slice_ms;         /**< longest single wait in outbox_loop_block() (default 200), so stops and signals are prompt */
+} outbox_loop_options;
+
+/** Sets the defaults and the size. */
+static inline void outbox_loop_options_init(outbox_loop_options *o) {
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->idle_timeout_ms = -1;
+    o->slice_ms = 200;
+}
+
+/**
+ * Creates a loop over `consumer` (which must outlive it).
+ * @param[out] out destroy with outbox_loop_free().
+ * @param db OUTBOX_LOOP_LIBRARY: the connection to run on (lent, never closed), or NULL for the
+ *        loop's own from pg.url; must be NULL for the driver kinds.
+ * @param options NULL for the defaults.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL consumer, an unknown connection kind or
+ *         placeholder style, `db` with a driver kind, options without their size).
+ */
+OUTBOX_API outbox_status outbox_loop_new(outbox_loop **out, outbox_consumer *consumer, outbox_db *db,
+                                         const outbox_loop_options *options);
+/** Frees the loop; a delivery in hand, unsettled, returns to the queue with the connection. NULL is a no-op. */
+OUTBOX_API void outbox_loop_free(outbox_loop *loop);
+/**
+ * What to do next. Takes a stop request (outbox_consumer_stop()) between deliveries.
+ * @return an outbox_loop_action; OUTBOX_LOOP_DONE for NULL.
+ */
+OUTBOX_API outbox_loop_action outbox_loop_next(outbox_loop *loop);
+/**
+ * OUTBOX_LOOP_BLOCK: waits for the next message (at most slice_ms), or runs the library
+ * connection's statements, or settles the delivery. Failures of the broker or the database are
+ * the loop's to handle (the next action says what follows), not returned.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL, or the next action is not OUTBOX_LOOP_BLOCK).
+ */
+OUTBOX_API outbox_status outbox_loop_block(outbox_loop *loop);
+/**
+ * OUTBOX_LOOP_EXEC: the statement to run, in the placeholder style asked for.
+ * @param[out] kind may be NULL; an outbox_loop_sql.
+ * @return the statement (borrowed, valid until the next report), or NULL when the action is not OUTBOX_LOOP_EXEC.
+ */
+OUTBOX_API const outbox_statement *outbox_loop_statement(const outbox_loop *loop, int *kind);
+/**
+ * The statement ran.
+ * @param row its first row's values as text (NULL entries for SQL NULL; booleans as t/f, true/false
+ *        or 1/0); NULL with `columns` 0 when it returns none (all but OUTBOX_LOOP_SQL_DEDUPE).
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL loop, not at OUTBOX_LOOP_EXEC, a row that is not the dedupe's).
+ */
+OUTBOX_API outbox_status outbox_loop_exec_done(outbox_loop *loop, const char *const *row, size_t columns);
+/**
+ * The statement failed. The loop judges it: no SQLSTATE, class 08, or the server shutting down
+ * (57P01-57P03) is a lost connection; a failed ROLLBACK too.
+ * @param sqlstate the server's SQLSTATE; NULL or "" when the driver has none.
+ * @param message the driver's message (copied).
+ * @param connection_closed non-zero when the driver says its connection is closed.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL loop, not at OUTBOX_LOOP_EXEC).
+ */
+OUTBOX_API outbox_status outbox_loop_exec_failed(outbox_loop *loop, const char *sqlstate, const char *message,
+                                                 int connection_closed);
+/**
+ * OUTBOX_LOOP_HANDLE: the delivery for the handler.
+ * @return the message (borrowed, valid until the loop takes the next one), or NULL when there is none.
+ */
+OUTBOX_API const outbox_message *outbox_loop_message(outbox_loop *loop);
+/**
+ * OUTBOX_LOOP_HANDLE on OUTBOX_LOOP_LIBRARY: the transaction's connection for the handler.
+ * @return a lent outbox_db (borrowed, valid during the handler), or NULL for driver connections.
+ */
+OUTBOX_API outbox_db *outbox_loop_db(outbox_loop *loop);
+/**
+ * The handler ended.
+ * @param result an outbox_handler_result.
+ * @param reason why it failed (copied); NULL: "handler failed".
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL loop, not at OUTBOX_LOOP_HANDLE, unknown result).
+ */
+OUTBOX_API outbox_status outbox_loop_handler_done(outbox_loop *loop, int result, const char *reason);
+/**
+ * OUTBOX_LOOP_WAIT: how long.
+ * @return milliseconds; 0 for NULL.
+ */
+OUTBOX_API int outbox_loop_wait_ms(const outbox_loop *loop);
+/**
+ * The wait is over (or was cut short by a stop).
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL).
+ */
+OUTBOX_API outbox_status outbox_loop_waited(outbox_loop *loop);
+/**
+ * OUTBOX_LOOP_OPEN: whether the connection opened.
+ * @param ok non-zero when it did.
+ * @param message why not (copied); may be NULL.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL loop, not at OUTBOX_LOOP_OPEN).
+ */
+OUTBOX_API outbox_status outbox_loop_opened(outbox_loop *loop, int ok, const char *message);
+/**
+ * The driver gives up (Ctrl-C, a cancelled task): the delivery in hand is rolled back and
+ * requeued uncounted; keep driving until OUTBOX_LOOP_DONE.
+ * @param reason copied; NULL: "interrupted".
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL).
+ */
+OUTBOX_API outbox_status outbox_loop_abort(outbox_loop *loop, const char *reason);
+/**
+ * How the loop ended, once at OUTBOX_LOOP_DONE; sets outbox_last_error() for an error.
+ * @param[out] handled may be NULL; the events handled (committed) so far.
+ * @return OUTBOX_OK (stopped, limit or idle time reached); the error that ended it:
+ *         OUTBOX_ERR_CONNECTION (a lent connection was lost: the message is redelivered),
+ *         OUTBOX_ERR_INVALID_ARGUMENT (no pg.url, a queue the broker refuses), OUTBOX_ERR_SCHEMA.
+ */
+OUTBOX_API outbox_status outbox_loop_result(const outbox_loop *loop, int64_t *handled);
+/* ---- end of: the consumer loop as a step machine ---- */
+
+/**
+ * A copy of a message that lives on its own (e.g. the one outbox_loop_message() lends). Settling
+ * the copy settles the delivery.
+ * @param[out] out free with outbox_message_free().
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL); OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_message_copy(outbox_message **out, const outbox_message *msg);
 /** Frees a message and every string borrowed from it. Does not ack it. NULL is a no-op. */
 OUTBOX_API void outbox_message_free(outbox_message *msg);
 /**

@@ -278,6 +278,13 @@ outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_f
 
 void outbox_message_free(outbox_message *msg) { delete msg; }
 
+outbox_status outbox_message_copy(outbox_message **out, const outbox_message *msg) {
+    OUTBOX_REQUIRE(out);
+    *out = nullptr;
+    OUTBOX_REQUIRE(msg);
+    return guard([&] { *out = new outbox_message{msg->d, {}}; });
+}
+
 const char *outbox_message_field(const outbox_message *msg, const char *name) {
     if (msg == nullptr || name == nullptr) {
         return nullptr;

@@ -68,6 +68,12 @@ const char *outbox_status_name(outbox_status status) {
     return outbox::errc_name(static_cast<outbox::Errc>(value));
 }
 
+int outbox_status_retriable(outbox_status status) {
+    int value = 0;
+    std::memcpy(&value, &status, sizeof value);
+    return outbox::errc_retriable(static_cast<outbox::Errc>(value)) ? 1 : 0;
+}
+
 void outbox_string_free(char *s) { std::free(s); }
 
 const char *outbox_version(void) { return OUTBOX_VERSION_STRING; }

@@ -1,0 +1,491 @@
+#include "consumer_loop.hpp"
+
+#include "error.hpp"
+#include "inbox.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+
+namespace outbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+inbox::Key key_of(const Consumer &c, const Delivery &d) {
+    return inbox::Key{c.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
+}
+
+// A boolean as drivers print one: PostgreSQL's t/f, true/false in any case, 1/0.
+bool truthy(const std::string &v) {
+    std::string s;
+    for (char ch : v) {
+        s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    }
+    if (s == "t" || s == "true" || s == "1" || s == "y" || s == "yes" || s == "on") {
+        return true;
+    }
+    if (s == "f" || s == "false" || s == "0" || s == "n" || s == "no" || s == "off") {
+        return false;
+    }
+    fail(Errc::invalid_argument, "the dedupe statement's first column is not a boolean: " + quote_input(v));
+}
+
+} // namespace
+
+ConsumerLoop::ConsumerLoop(Consumer &consumer, LoopConn conn, pg::Conn *lent, LoopOptions options)
+    : c_(consumer), conn_(conn), lent_(lent), opt_(std::move(options)), last_message_(Clock::now()) {
+    if (conn_ == LoopConn::library_lent && lent_ == nullptr) {
+        fail(Errc::invalid_argument, "a lent connection is needed");
+    }
+    if (opt_.placeholders.empty()) {
+        opt_.placeholders = c_.config().placeholders;
+    }
+    store::with_placeholders({}, opt_.placeholders); // an unknown style is refused here, not mid-run
+    opt_.slice_ms = std::clamp(opt_.slice_ms, 1, 5000);
+    if (conn_ == LoopConn::face_owned) {
+        need_open_ = true; // the face opens its connection when the loop first asks
+        st_ = St::open;
+    }
+}
+
+bool ConsumerLoop::connection_lost(const std::string &sqlstate, bool closed) {
+    // No SQLSTATE: the driver's own error, not the server's (a socket closed, a protocol error).
+    return closed || sqlstate.empty() || sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
+           sqlstate == "57P03";
+}
+
+pg::Conn *ConsumerLoop::lib_conn() {
+    switch (conn_) {
+    case LoopConn::library_lent:
+        return lent_;
+    case LoopConn::library_own:
+        return own_ ? &*own_ : nullptr;
+    default:
+        return nullptr;
+    }
+}
+
+void ConsumerLoop::go(St st) {
+    st_ = st;
+    kind_ = SqlKind::none;
+}
+
+void ConsumerLoop::exec(SqlKind kind, std::string sql) {
+    stmt_ = store::Statement{std::move(sql), {}, {}};
+    kind_ = kind;
+    switch (kind) {
+    case SqlKind::begin:
+        st_ = St::begin;
+        break;
+    case SqlKind::dedupe:
+        st_ = St::dedupe;
+        break;
+    case SqlKind::commit:
+        st_ = St::commit;
+        break;
+    default:
+        st_ = St::rollback;
+        break;
+    }
+}
+
+LoopAction ConsumerLoop::action() {
+    if ((st_ == St::next || st_ == St::wait || st_ == St::open) && c_.stopping()) {
+        end(std::nullopt);
+    }
+    switch (st_) {
+    case St::next:
+    case St::settle:
+        return LoopAction::block;
+    case St::begin:
+    case St::dedupe:
+    case St::commit:
+    case St::rollback:
+        return face() ? LoopAction::exec : LoopAction::block;
+    case St::handle:
+        return LoopAction::handle;
+    case St::wait:
+        return LoopAction::wait;
+    case St::open:
+        return LoopAction::open;
+    case St::done:
+        break;
+    }
+    return LoopAction::done;
+}
+
+void ConsumerLoop::block() {
+    try {
+        switch (st_) {
+        case St::next:
+            take_next();
+            return;
+        case St::begin:
+            begin_library();
+            return;
+        case St::commit:
+            commit_library();
+            return;
+        case St::rollback:
+            rollback_library();
+            return;
+        case St::settle:
+            settle();
+            return;
+        default:
+            fail(Errc::invalid_argument, "block() called when the loop's next action is not block");
+        }
+    } catch (const Error &e) {
+        if (e.code() == Errc::invalid_argument && st_ != St::next && st_ != St::settle) {
+            throw;
+        }
+        infra_failure(e);
+    } catch (const std::exception &e) {
+        infra_failure(Error(Errc::internal, e.what()));
+    }
+}
+
+void ConsumerLoop::take_next() {
+    if (conn_ == LoopConn::library_own && !own_) {
+        const Config &cfg = c_.config();
+        if (cfg.pg_url.empty()) {
+            end(Error(Errc::invalid_argument, "the consumer needs pg.url or a database connection"));
+            return;
+        }
+        own_.emplace(pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-consumer " + c_.name()));
+        c_.log(LogLevel::info, "consumer " + c_.name() + " connected to PostgreSQL " + pg::redact_conninfo(cfg.pg_url));
+    }
+    int slice = opt_.slice_ms;
+    if (opt_.idle_timeout_ms >= 0) {
+        const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_message_).count();
+        slice = static_cast<int>(std::clamp<int64_t>(opt_.idle_timeout_ms - idle, 0, slice));
+    }
+    std::optional<Delivery> d = c_.next(slice);
+    failures_ = 0;
+    if (!d) {
+        const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_message_).count();
+        if (opt_.idle_timeout_ms >= 0 && idle >= opt_.idle_timeout_ms) {
+            end(std::nullopt);
+        }
+        return;
+    }
+    last_message_ = Clock::now();
+    cur_ = std::move(*d);
+    first_time_ = false;
+    outcome_ = Outcome::handled;
+    reason_.clear();
+    after_.reset();
+    if (face()) {
+        exec(SqlKind::begin, "BEGIN");
+    } else {
+        go(St::begin);
+    }
+}
+
+// A library connection: BEGIN and the dedupe in one round trip; a duplicate commits here.
+void ConsumerLoop::begin_library() {
+    pg::Conn &conn = *lib_conn();
+    const bool order = c_.config().inbox_order_check;
+    try {
+        cur_->dedupe = inbox::begin_and_dedupe(conn, c_.config(), key_of(c_, *cur_), order);
+    } catch (const Error &e) {
+        if (conn.tx_status() != PQTRANS_IDLE) {
+            conn.rollback_quietly();
+        }
+        db_lost_ = !conn.ok();
+        finish(Outcome::not_processed, e.what(), e);
+        return;
+    }
+    first_time_ = cur_->dedupe.first_time;
+    go(first_time_ ? St::handle : St::commit);
+}
+
+// COMMIT of a handler's effect. The server refusing it (a deferred constraint, a serialization
+// failure) with the connection up is the effect's failure and counts as the handler's; a
+// connection lost at COMMIT is not.
+void ConsumerLoop::commit_library() {
+    pg::Conn &conn = *lib_conn();
+    try {
+        conn.exec_simple("COMMIT");
+    } catch (const Error &e) {
+        if (conn.tx_status() != PQTRANS_IDLE) {
+            conn.rollback_quietly();
+        }
+        if (conn.ok() && first_time_) {
+            finish(Outcome::handler_failed, std::string("COMMIT failed: ") + e.what(), std::nullopt);
+            return;
+        }
+        db_lost_ = !conn.ok();
+        finish(Outcome::not_processed, e.what(), e);
+        return;
+    }
+    finish(first_time_ ? Outcome::handled : Outcome::duplicate, "", std::nullopt);
+}
+
+void ConsumerLoop::rollback_library() {
+    pg::Conn &conn = *lib_conn();
+    conn.rollback_quietly(); // never reopens a lost connection
+    if (!conn.ok()) {
+        lost_in_transaction();
+    }
+    go(St::settle);
+}
+
+// The connection went away under the delivery: not the handler's failure, no attempt counted.
+void ConsumerLoop::lost_in_transaction() {
+    db_lost_ = true;
+    if (outcome_ == Outcome::handler_failed) {
+        outcome_ = Outcome::not_processed;
+        reason_ = "PostgreSQL connection lost in the handler: " + reason_;
+    }
+    if (!after_) {
+        after_ = Error(Errc::connection, reason_);
+    }
+}
+
+void ConsumerLoop::rollback_then(Outcome outcome, const std::string &reason, std::optional<Error> after) {
+    outcome_ = outcome;
+    reason_ = reason;
+    after_ = std::move(after);
+    if (face()) {
+        exec(SqlKind::rollback, "ROLLBACK");
+    } else {
+        go(St::rollback);
+    }
+}
+
+void ConsumerLoop::finish(Outcome outcome, const std::string &reason, std::optional<Error> after) {
+    outcome_ = outcome;
+    reason_ = reason;
+    after_ = std::move(after);
+    go(St::settle);
+}
+
+void ConsumerLoop::settle() {
+    if (!c_.was_settled(*cur_)) { // a handler may have settled its message itself: its choice stands
+        c_.settle(*cur_, outcome_, reason_.empty() ? std::string("handler failed") : reason_, nullptr);
+    }
+    if (outcome_ == Outcome::handled) {
+        ++handled_;
+    }
+    cur_.reset();
+    if (after_) {
+        Error e = *after_;
+        after_.reset();
+        infra_failure(e);
+        return;
+    }
+    if (aborted_ || (opt_.limit > 0 && handled_ >= opt_.limit)) {
+        end(std::nullopt);
+        return;
+    }
+    go(St::next);
+}
+
+void ConsumerLoop::exec_done(const std::vector<std::optional<std::string>> &row) {
+    switch (st_) {
+    case St::begin: {
+        auto st = inbox::render(c_.config(), key_of(c_, *cur_), c_.config().inbox_order_check);
+        stmt_ =
+            store::with_placeholders(store::Statement{std::move(st.sql), std::move(st.params), {}}, opt_.placeholders);
+        kind_ = SqlKind::dedupe;
+        st_ = St::dedupe;
+        return;
+    }
+    case St::dedupe: {
+        if (row.empty() || !row[0]) {
+            exec_failed("", "the dedupe statement returned no row", false);
+            return;
+        }
+        std::optional<int64_t> previous;
+        if (row.size() > 1 && row[1]) {
+            previous = std::stoll(*row[1]);
+        }
+        cur_->dedupe = inbox::interpret(key_of(c_, *cur_), truthy(*row[0]), previous, c_.config().inbox_order_check);
+        first_time_ = cur_->dedupe.first_time;
+        if (first_time_) {
+            go(St::handle);
+        } else {
+            exec(SqlKind::commit, "COMMIT");
+        }
+        return;
+    }
+    case St::commit:
+        finish(first_time_ ? Outcome::handled : Outcome::duplicate, "", std::nullopt);
+        return;
+    case St::rollback:
+        go(St::settle);
+        return;
+    default:
+        fail(Errc::invalid_argument, "exec_done() called when the loop's next action is not exec");
+    }
+}
+
+void ConsumerLoop::exec_failed(const std::string &sqlstate, const std::string &message, bool closed) {
+    const bool lost = connection_lost(sqlstate, closed);
+    const std::string what = message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")");
+    Error err(lost ? Errc::connection : Errc::database, what);
+    switch (st_) {
+    case St::begin:
+    case St::dedupe:
+        if (lost) {
+            db_lost_ = true;
+            finish(Outcome::not_processed, what, err);
+        } else {
+            rollback_then(Outcome::not_processed, what, err);
+        }
+        return;
+    case St::commit:
+        if (!lost && first_time_) {
+            rollback_then(Outcome::handler_failed, "COMMIT failed: " + what, std::nullopt);
+        } else if (lost) {
+            db_lost_ = true;
+            finish(Outcome::not_processed, what, err);
+        } else {
+            rollback_then(Outcome::not_processed, what, err);
+        }
+        return;
+    case St::rollback:
+        // Not even ROLLBACK goes through: the connection is gone.
+        lost_in_transaction();
+        go(St::settle);
+        return;
+    default:
+        fail(Errc::invalid_argument, "exec_failed() called when the loop's next action is not exec");
+    }
+}
+
+void ConsumerLoop::handler_done(HandlerResult result, const std::string &reason) {
+    if (st_ != St::handle) {
+        fail(Errc::invalid_argument, "handler_done() called when the loop's next action is not handle");
+    }
+    if (result == HandlerResult::ok) {
+        if (face()) {
+            exec(SqlKind::commit, "COMMIT");
+        } else {
+            go(St::commit);
+        }
+        return;
+    }
+    rollback_then(Outcome::handler_failed, reason.empty() ? std::string("handler failed") : reason, std::nullopt);
+}
+
+void ConsumerLoop::waited() {
+    if (st_ == St::wait) {
+        go(need_open_ ? St::open : St::next);
+    }
+}
+
+void ConsumerLoop::opened(bool ok, const std::string &message) {
+    if (st_ != St::open) {
+        fail(Errc::invalid_argument, "opened() called when the loop's next action is not open");
+    }
+    if (ok) {
+        need_open_ = false;
+        go(St::next);
+        return;
+    }
+    infra_failure(Error(Errc::connection, "cannot connect to PostgreSQL: " + message));
+}
+
+void ConsumerLoop::abort(const std::string &reason) {
+    aborted_ = true;
+    switch (st_) {
+    case St::next:
+    case St::wait:
+    case St::open:
+        end(std::nullopt);
+        return;
+    case St::begin:
+    case St::dedupe:
+    case St::handle:
+    case St::commit:
+        rollback_then(Outcome::not_processed, reason, std::nullopt);
+        return;
+    case St::rollback:
+        outcome_ = Outcome::not_processed;
+        reason_ = reason;
+        return;
+    case St::settle:
+    case St::done:
+        return;
+    }
+}
+
+// Something other than the handler failed (broker, database, a lost connection): the delivery
+// in hand was settled already (or goes back with the broker connection); wait, then go on,
+// reconnecting what was lost. A connection lent to the loop cannot be reopened here: that ends it.
+void ConsumerLoop::infra_failure(const Error &e) {
+    cur_.reset();
+    if (e.code() == Errc::invalid_argument) {
+        end(e);
+        return;
+    }
+    if (lib_conn() != nullptr && !lib_conn()->ok()) {
+        db_lost_ = true;
+    }
+    if (db_lost_) {
+        db_lost_ = false;
+        switch (conn_) {
+        case LoopConn::library_lent:
+        case LoopConn::face_lent:
+            end(e);
+            return;
+        case LoopConn::library_own:
+            own_.reset();
+            break;
+        case LoopConn::face_owned:
+            need_open_ = true;
+            break;
+        }
+    }
+    if (!c_.broker_alive() || (e.code() != Errc::connection && e.code() != Errc::database)) {
+        c_.drop(); // next() connects again (the next address first); unacked messages return to the queue
+    }
+    wait_ms_ = c_.retry_delay_ms(++failures_, std::string(errc_name(e.code())) + ": " + e.what());
+    go(St::wait);
+}
+
+void ConsumerLoop::end(std::optional<Error> e) {
+    error_ = std::move(e);
+    cur_.reset();
+    go(St::done);
+}
+
+void run_blocking(ConsumerLoop &loop, Consumer &consumer, const Consumer::Handler &handler) {
+    for (;;) {
+        switch (loop.action()) {
+        case LoopAction::block:
+            loop.block();
+            break;
+        case LoopAction::handle:
+            try {
+                handler(*loop.connection(), loop.delivery());
+            } catch (const std::exception &e) {
+                loop.handler_done(HandlerResult::failed, e.what());
+                break;
+            } catch (...) {
+                loop.handler_done(HandlerResult::failed, "handler failed");
+                break;
+            }
+            loop.handler_done(HandlerResult::ok, "");
+            break;
+        case LoopAction::wait:
+            for (int waited = 0; waited < loop.wait_ms() && !consumer.stopping(); waited += 50) {
+                poll(nullptr, 0, 50);
+            }
+            loop.waited();
+            break;
+        case LoopAction::done:
+            if (loop.error()) {
+                throw *loop.error();
+            }
+            return;
+        default:
+            fail(Errc::internal, "a library connection's loop asked for a face's action");
+        }
+    }
+}
+
+} // namespace outbox

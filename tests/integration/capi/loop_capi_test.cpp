@@ -1,0 +1,338 @@
+// The consumer loop as a step machine (outbox_loop_*) against real PostgreSQL and RabbitMQ, driven
+// the way a face drives it: on a driver connection of its own (here a plain libpq PGconn that the
+// library never sees) and on the library's connection. Exactly-once effects, failures counted and
+// dead-lettered, a handler's own settling, a lost driver connection, and broker connections closed
+// under a running loop, which goes on consuming.
+#include "fixture.hpp"
+#include "test_shell.hpp"
+
+#include <map>
+#include <thread>
+
+using namespace outbox_test;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A face's driver: runs what the loop hands out on its own PGconn and reports back.
+struct Driver {
+    PGconn *conn = nullptr;
+    int execs = 0;
+
+    void exec(outbox_loop *loop) const {
+        int kind = 0;
+        const outbox_statement *st = outbox_loop_statement(loop, &kind);
+        ASSERT_NE(st, nullptr);
+        std::vector<const char *> params;
+        for (size_t i = 0; i < outbox_statement_param_count(st); ++i) {
+            params.push_back(outbox_statement_param(st, i));
+        }
+        PGresult *r = PQexecParams(conn, outbox_statement_sql(st), static_cast<int>(params.size()), nullptr,
+                                   params.data(), nullptr, nullptr, 0);
+        const auto rs = PQresultStatus(r);
+        if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK) {
+            std::vector<const char *> row;
+            if (rs == PGRES_TUPLES_OK && PQntuples(r) > 0) {
+                for (int j = 0; j < PQnfields(r); ++j) {
+                    row.push_back(PQgetisnull(r, 0, j) ? nullptr : PQgetvalue(r, 0, j));
+                }
+            }
+            EXPECT_EQ(outbox_loop_exec_done(loop, row.data(), row.size()), OUTBOX_OK) << outbox_last_error();
+        } else {
+            const char *ss = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+            EXPECT_EQ(outbox_loop_exec_failed(loop, ss, PQerrorMessage(conn), PQstatus(conn) != CONNECTION_OK),
+                      OUTBOX_OK);
+        }
+        PQclear(r);
+    }
+};
+
+using Handler = std::function<int(const outbox_message *, PGconn *)>; // 0 ok, 1 failed
+
+// Drives `loop` until done; returns outbox_loop_result().
+outbox_status drive(outbox_loop *loop, Driver *drv, const Handler &handler) {
+    while (true) {
+        switch (outbox_loop_next(loop)) {
+        case OUTBOX_LOOP_BLOCK:
+            EXPECT_EQ(outbox_loop_block(loop), OUTBOX_OK) << outbox_last_error();
+            break;
+        case OUTBOX_LOOP_EXEC:
+            drv->exec(loop);
+            break;
+        case OUTBOX_LOOP_HANDLE: {
+            const outbox_message *m = outbox_loop_message(loop);
+            outbox_db *db = outbox_loop_db(loop);
+            PGconn *c = db != nullptr ? static_cast<PGconn *>(outbox_db_pgconn(db)) : drv->conn;
+            const int rc = handler(m, c);
+            EXPECT_EQ(outbox_loop_handler_done(loop, rc, rc == 0 ? nullptr : "the handler says no"), OUTBOX_OK);
+            break;
+        }
+        case OUTBOX_LOOP_WAIT:
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::min(outbox_loop_wait_ms(loop), 200)));
+            EXPECT_EQ(outbox_loop_waited(loop), OUTBOX_OK);
+            break;
+        case OUTBOX_LOOP_OPEN:
+            PQfinish(drv->conn);
+            drv->conn = PQconnectdb(pg_url().c_str());
+            EXPECT_EQ(outbox_loop_opened(loop, PQstatus(drv->conn) == CONNECTION_OK ? 1 : 0, PQerrorMessage(drv->conn)),
+                      OUTBOX_OK);
+            break;
+        default:
+            return outbox_loop_result(loop, nullptr);
+        }
+    }
+}
+
+class CapiLoopTest : public PgTest {
+  protected:
+    void SetUp() override {
+        PgTest::SetUp();
+        if (HasFatalFailure()) {
+            return;
+        }
+        name = unique_name("capi-loop-");
+        exchange = "capi-loop-" + schema;
+        ASSERT_EQ(outbox_config_set(cfg, "pg.url", pg_url().c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.url", amqp_url().c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(cfg, "amqp.exchange", exchange.c_str()), OUTBOX_OK);
+        ASSERT_EQ(outbox_config_set(cfg, "consumer.delivery_limit", "3"), OUTBOX_OK);
+        admin.query("CREATE TABLE \"" + schema + "\".effects (outbox_id text PRIMARY KEY, n int NOT NULL)");
+        ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
+        ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
+        drv.conn = PQconnectdb(pg_url().c_str());
+        ASSERT_EQ(PQstatus(drv.conn), CONNECTION_OK);
+    }
+    void TearDown() override {
+        outbox_loop_free(loop);
+        outbox_consumer_free(consumer);
+        outbox_relay_free(relay);
+        PQfinish(drv.conn);
+        const std::string ctl = std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh rabbitmqctl -q";
+        int rc = 0;
+        for (const auto &q : {name, name + ".dead"}) {
+            shell(ctl + " delete_queue '" + q + "'", &rc);
+        }
+        PgTest::TearDown();
+    }
+
+    void write(const std::string &aggregate, int n) {
+        for (int i = 0; i < n; ++i) {
+            outbox_event *ev = nullptr;
+            ASSERT_EQ(outbox_event_new(&ev), OUTBOX_OK);
+            ASSERT_EQ(outbox_event_set(ev, "aggregate_type", "PRD"), OUTBOX_OK);
+            ASSERT_EQ(outbox_event_set(ev, "aggregate_id", aggregate.c_str()), OUTBOX_OK);
+            ASSERT_EQ(outbox_event_set(ev, "operation", "PUT"), OUTBOX_OK);
+            ASSERT_EQ(outbox_event_set(ev, "payload", "{\"n\":1}"), OUTBOX_OK);
+            ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+            outbox_event_free(ev);
+        }
+    }
+    // Relays everything pending; a step that fails (its broker connection closed by a test) is
+    // tried again, as the relay daemon does.
+    long relay_all() {
+        if (relay == nullptr) {
+            EXPECT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
+        }
+        long published = 0;
+        for (int i = 0; i < 100; ++i) {
+            outbox_relay_stats s;
+            outbox_relay_stats_init(&s);
+            const outbox_status st = outbox_relay_step(relay, &s);
+            published += s.published;
+            if (st == OUTBOX_OK && s.claimed == 0) {
+                break;
+            }
+            if (st != OUTBOX_OK) {
+                std::this_thread::sleep_for(100ms);
+            }
+        }
+        return published;
+    }
+    void new_loop(int connection, outbox_db *on = nullptr, int64_t limit = 0, int idle_ms = 5000) {
+        outbox_loop_options o;
+        outbox_loop_options_init(&o);
+        o.connection = connection;
+        o.limit = limit;
+        o.idle_timeout_ms = idle_ms;
+        ASSERT_EQ(outbox_loop_new(&loop, consumer, on, &o), OUTBOX_OK) << outbox_last_error();
+    }
+    // The handler's effect, in the loop's transaction on `c`.
+    static bool effect(const outbox_message *m, PGconn *c, const std::string &schema) {
+        const std::string sql = "INSERT INTO \"" + schema + "\".effects VALUES ($1, 1)";
+        const char *values[] = {outbox_message_field(m, "OUTBOX_ID")};
+        PGresult *r = PQexecParams(c, sql.c_str(), 1, nullptr, values, nullptr, nullptr, 0);
+        const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        return ok;
+    }
+    long effects() { return std::stol(admin.scalar("SELECT count(*) FROM \"" + schema + "\".effects")); }
+
+    std::string name, exchange;
+    outbox_consumer *consumer = nullptr;
+    outbox_relay *relay = nullptr;
+    outbox_loop *loop = nullptr;
+    Driver drv;
+};
+
+} // namespace
+
+TEST_F(CapiLoopTest, OnADriverConnectionEachEventTakesEffectOnceAndAPoisonOneIsDeadLettered) {
+    write("a", 5);
+    write("poison", 1);
+    ASSERT_EQ(relay_all(), 6);
+    std::map<std::string, int> calls;
+    new_loop(OUTBOX_LOOP_DRIVER_LENT, nullptr, 0, 1500);
+    const std::string sch = schema;
+    auto handler = [&](const outbox_message *m, PGconn *c) {
+        const std::string agg = outbox_message_field(m, "AGGREGATE_ID");
+        ++calls[agg];
+        if (agg == "poison") {
+            return 1;
+        }
+        return effect(m, c, sch) ? 0 : 1;
+    };
+    EXPECT_EQ(drive(loop, &drv, handler), OUTBOX_OK) << outbox_last_error();
+    int64_t handled = 0;
+    EXPECT_EQ(outbox_loop_result(loop, &handled), OUTBOX_OK);
+    EXPECT_EQ(handled, 5);
+    EXPECT_EQ(effects(), 5);
+    EXPECT_EQ(calls["a"], 5);
+    EXPECT_EQ(calls["poison"], 3) << "consumer.delivery_limit attempts, then dead-lettered";
+    EXPECT_EQ(PQtransactionStatus(drv.conn), PQTRANS_IDLE) << "no transaction left open on the driver's connection";
+}
+
+TEST_F(CapiLoopTest, ARedeliveredEventIsAcknowledgedWithoutTheHandler) {
+    write("a", 1);
+    ASSERT_EQ(relay_all(), 1);
+    // The event is recorded in the inbox already (as after a lost ack): the loop skips the handler.
+    outbox_message *m = nullptr;
+    ASSERT_EQ(outbox_consumer_next(&m, consumer, 5000), OUTBOX_OK) << outbox_last_error();
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    ASSERT_EQ(outbox_consumer_dedupe_message(&r, db, consumer, m), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_consumer_nack(consumer, m, 1), OUTBOX_OK);
+    outbox_message_free(m);
+    int calls = 0;
+    new_loop(OUTBOX_LOOP_DRIVER_LENT, nullptr, 0, 1500);
+    EXPECT_EQ(drive(loop, &drv, [&](const outbox_message *, PGconn *) { return ++calls, 0; }), OUTBOX_OK);
+    EXPECT_EQ(calls, 0);
+}
+
+TEST_F(CapiLoopTest, AHandlerThatSettlesItsMessageKeepsItsChoice) {
+    write("a", 2);
+    ASSERT_EQ(relay_all(), 2);
+    int calls = 0;
+    new_loop(OUTBOX_LOOP_DRIVER_LENT, nullptr, 0, 1500);
+    auto handler = [&](const outbox_message *m, PGconn *) {
+        ++calls;
+        EXPECT_EQ(outbox_consumer_ack(consumer, m), OUTBOX_OK) << outbox_last_error();
+        return 1; // fails after acking: the ack stands, the loop settles nothing more
+    };
+    EXPECT_EQ(drive(loop, &drv, handler), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(calls, 2) << "each acked once by the handler, never redelivered";
+}
+
+TEST_F(CapiLoopTest, ALostLentDriverConnectionEndsTheLoopAndTheMessageComesBackUncounted) {
+    write("a", 1);
+    ASSERT_EQ(relay_all(), 1);
+    new_loop(OUTBOX_LOOP_DRIVER_LENT);
+    auto kill = [&](const outbox_message *, PGconn *c) {
+        admin.query("SELECT pg_terminate_backend($1::int)", {std::to_string(PQbackendPID(c))});
+        return 1;
+    };
+    EXPECT_EQ(drive(loop, &drv, kill), OUTBOX_ERR_CONNECTION);
+    EXPECT_NE(std::string(outbox_last_error()).find("connection lost in the handler"), std::string::npos)
+        << outbox_last_error();
+    // Redelivered, not counted as an attempt: an owned driver connection goes on after OPEN.
+    outbox_loop_free(loop);
+    loop = nullptr;
+    drv.conn = PQconnectdb(pg_url().c_str());
+    new_loop(OUTBOX_LOOP_DRIVER_OWNED, nullptr, 1);
+    const std::string sch = schema;
+    int64_t handled = 0;
+    EXPECT_EQ(drive(loop, &drv, [&](const outbox_message *m, PGconn *c) { return effect(m, c, sch) ? 0 : 1; }),
+              OUTBOX_OK)
+        << outbox_last_error();
+    EXPECT_EQ(outbox_loop_result(loop, &handled), OUTBOX_OK);
+    EXPECT_EQ(handled, 1);
+    EXPECT_EQ(effects(), 1);
+}
+
+// Every broker connection of the consumer closed under a running loop (as a node restart or an operator does): the
+// loop reconnects and goes on with events published afterwards, on each kind of connection.
+TEST_F(CapiLoopTest, ClosingEveryBrokerConnectionDoesNotEndTheLoop) {
+    // Only this consumer's connections: other tests run side by side.
+    const std::string close =
+        std::string(OUTBOX_SOURCE_DIR) + "/tests/support/close_amqp_connections.sh 'outbox-consumer " + name + "'";
+    outbox_db *lent = nullptr;
+    ASSERT_EQ(outbox_db_open(&lent, pg_url().c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+    const std::string sch = schema;
+    long expected = 0;
+    for (int kind : {int{OUTBOX_LOOP_DRIVER_LENT}, int{OUTBOX_LOOP_LIBRARY}, -1 /* library, its own connection */}) {
+        write("k" + std::to_string(kind), 2);
+        expected += 2;
+        ASSERT_EQ(relay_all(), 2);
+        outbox_loop_free(loop);
+        loop = nullptr;
+        new_loop(kind < 0 ? OUTBOX_LOOP_LIBRARY : kind, kind == OUTBOX_LOOP_LIBRARY ? lent : nullptr, 0, -1);
+        int handled = 0;
+        bool closed = false;
+        auto handler = [&](const outbox_message *m, PGconn *c) {
+            if (!effect(m, c, sch)) {
+                return 1;
+            }
+            if (++handled == 2 && !closed) {
+                closed = true;
+                int rc = 0;
+                shell(close, &rc);
+                EXPECT_EQ(rc, 0);
+                write("after" + std::to_string(kind), 2); // published once the loop is back
+                EXPECT_EQ(relay_all(), 2);
+            }
+            if (handled == 4) {
+                outbox_consumer_stop(consumer);
+            }
+            return 0;
+        };
+        EXPECT_EQ(drive(loop, &drv, handler), OUTBOX_OK) << outbox_last_error();
+        EXPECT_EQ(handled, 4) << "kind " << kind;
+        expected += 2;
+        EXPECT_EQ(effects(), expected);
+        ASSERT_EQ(outbox_consumer_reset(consumer), OUTBOX_OK);
+    }
+    outbox_db_close(lent);
+}
+
+TEST_F(CapiLoopTest, EntryPointsRefuseBadArguments) {
+    outbox_loop *l = reinterpret_cast<outbox_loop *>(this);
+    EXPECT_EQ(outbox_loop_new(&l, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(l, nullptr);
+    EXPECT_EQ(outbox_loop_new(nullptr, consumer, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_loop_options o;
+    outbox_loop_options_init(&o);
+    o.connection = 42;
+    EXPECT_EQ(outbox_loop_new(&l, consumer, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+    o.connection = OUTBOX_LOOP_DRIVER_LENT;
+    EXPECT_EQ(outbox_loop_new(&l, consumer, db, &o), OUTBOX_ERR_INVALID_ARGUMENT) << "a driver loop takes no db";
+    o.placeholders = "squiggly";
+    EXPECT_EQ(outbox_loop_new(&l, consumer, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+    o.size = 0;
+    EXPECT_EQ(outbox_loop_new(&l, consumer, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_loop_next(nullptr), OUTBOX_LOOP_DONE);
+    EXPECT_EQ(outbox_loop_block(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_loop_statement(nullptr, nullptr), nullptr);
+    EXPECT_EQ(outbox_loop_message(nullptr), nullptr);
+    EXPECT_EQ(outbox_loop_db(nullptr), nullptr);
+    EXPECT_EQ(outbox_loop_wait_ms(nullptr), 0);
+    EXPECT_EQ(outbox_loop_result(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_loop_free(nullptr);
+    new_loop(OUTBOX_LOOP_DRIVER_LENT);
+    EXPECT_EQ(outbox_loop_exec_done(loop, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT) << "not at exec";
+    EXPECT_EQ(outbox_loop_handler_done(loop, 0, nullptr), OUTBOX_ERR_INVALID_ARGUMENT) << "not at handle";
+    EXPECT_EQ(outbox_loop_handler_done(loop, 7, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_loop_opened(loop, 1, nullptr), OUTBOX_ERR_INVALID_ARGUMENT) << "not at open";
+    EXPECT_EQ(outbox_status_retriable(OUTBOX_ERR_CONNECTION), 1);
+    EXPECT_EQ(outbox_status_retriable(OUTBOX_ERR_INVALID_EVENT), 0);
+    EXPECT_EQ(outbox_status_retriable(OUTBOX_OK), 0);
+}
