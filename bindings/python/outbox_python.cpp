@@ -181,13 +181,8 @@ class Db {
                                 "is valid only during the call)"
                               : "the Db is closed");
         }
-        if (busy_on_ == std::this_thread::get_id()) {
-            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
-                        "this Db is the consumer's run_native() connection: use the transaction the handler receives");
-        }
         return h_;
     }
-    void set_busy(std::thread::id id) { busy_on_ = id; }
     std::mutex &mutex() { return mu_; }
 
     uintptr_t pgconn() const { return reinterpret_cast<uintptr_t>(outbox_db_pgconn(handle())); }
@@ -329,7 +324,6 @@ class Db {
     bool owned_;
     bool view_;
     std::mutex mu_;
-    std::atomic<std::thread::id> busy_on_{};
 };
 
 // The whole lend-and-write for a driver's PGconn in one call (the per-write hot path):
@@ -585,10 +579,6 @@ class Consumer {
         if (h_ == nullptr) {
             throw_error(OUTBOX_ERR_INVALID_ARGUMENT, "the consumer is closed");
         }
-        if (running_on_ == std::this_thread::get_id()) {
-            throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
-                        "the consumer cannot be used from inside its own run_native() handler (the run loop acks)");
-        }
         return h_;
     }
 
@@ -643,110 +633,6 @@ class Consumer {
         check(locked(mu_, [&] { return failure(outbox_consumer_dead_letter(h, m, why.c_str())); }));
     }
 
-    // outbox_consumer_settle: (action, db_lost, attempt). db may be None (a driver's connection).
-    py::tuple settle(const Message &msg, Db *db, int outcome, const py::object &reason) {
-        outbox_consumer *h = handle();
-        const outbox_message *m = msg.handle();
-        outbox_db *dbh = db != nullptr ? db->handle() : nullptr;
-        std::optional<std::string> why;
-        if (!reason.is_none()) {
-            why = cstr(reason, "reason");
-        }
-        outbox_settled out;
-        outbox_settled_init(&out);
-        check(locked(mu_, [&] {
-            return failure(outbox_consumer_settle(&out, h, m, dbh, static_cast<outbox_outcome>(outcome),
-                                                  why ? why->c_str() : nullptr));
-        }));
-        return py::make_tuple(out.action, out.db_lost != 0, out.attempt);
-    }
-    // outbox_consumer_retry_delay: the wait in milliseconds (logged with `why` unless None).
-    int retry_delay(int failures, const py::object &why) {
-        outbox_consumer *h = handle();
-        std::optional<std::string> w;
-        if (!why.is_none()) {
-            w = cstr(why, "why");
-        }
-        int delay = 0;
-        check(locked(mu_, [&] {
-            return failure(outbox_consumer_retry_delay(&delay, h, failures, w ? w->c_str() : nullptr));
-        }));
-        return delay;
-    }
-
-    // outbox_consumer_run with a trampoline into a Python handler(message, tx) on the library's
-    // transaction; the Message and Db the handler gets are views, valid during the call only.
-    void run_native(py::object handler, Db *db, bool on_main_thread) {
-        outbox_consumer *h = handle();
-        outbox_db *dbh = db != nullptr ? db->handle() : nullptr;
-        struct Ctx {
-            py::object handler;
-        } ctx{std::move(handler)};
-        auto trampoline = [](outbox_db *tx, const outbox_message *msg, void *user_data) -> int {
-            auto *c = static_cast<Ctx *>(user_data);
-            py::gil_scoped_acquire gil;
-            py::object pdb = py::cast(std::make_unique<Db>(tx, false, true));
-            py::object pmsg = py::cast(std::make_unique<Message>(msg, false));
-            int rc = 0;
-            try {
-                c->handler(pmsg, pdb);
-            } catch (py::error_already_set &e) {
-                std::string why;
-                try {
-                    why = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
-                          py::str(e.value()).cast<std::string>();
-                } catch (...) {
-                    why = "handler raised an exception";
-                }
-                outbox_handler_error(why.c_str());
-                rc = 1;
-            } catch (const std::exception &e) {
-                outbox_handler_error(e.what());
-                rc = 1;
-            }
-            pdb.cast<Db &>().invalidate();
-            pmsg.cast<Message &>().close();
-            return rc;
-        };
-        std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
-        std::unique_lock<std::mutex> dblk;
-        {
-            py::gil_scoped_release nogil;
-            lk.lock();
-            if (db != nullptr) {
-                dblk = std::unique_lock<std::mutex>(db->mutex());
-            }
-        }
-        bool interrupted = false;
-        Failure f;
-        try {
-            f = interruptible(
-                on_main_thread,
-                [&] {
-                    running_on_ = std::this_thread::get_id();
-                    if (db != nullptr) {
-                        db->set_busy(std::this_thread::get_id());
-                    }
-                    outbox_status st = outbox_consumer_run(h, dbh, trampoline, &ctx);
-                    Failure r = failure(st);
-                    running_on_ = std::thread::id();
-                    if (db != nullptr) {
-                        db->set_busy(std::thread::id());
-                    }
-                    return r;
-                },
-                [&] {
-                    interrupted = true;
-                    outbox_consumer_stop(h);
-                });
-        } catch (py::error_already_set &) {
-            if (interrupted) {
-                outbox_consumer_reset(h);
-            }
-            throw;
-        }
-        check(f);
-    }
     void stop() {
         std::lock_guard<std::mutex> lk(stop_mu_);
         outbox_consumer_stop(h_);
@@ -756,13 +642,133 @@ class Consumer {
         check(locked(mu_, [&] { return failure(outbox_consumer_reset(h)); }));
     }
     const outbox_consumer *raw() const { return handle(); }
+    outbox_consumer *mut() const { return handle(); }
+    std::mutex &mutex() { return mu_; }
 
   private:
     outbox_consumer *h_ = nullptr;
     std::mutex mu_;
     std::mutex stop_mu_;
     std::unique_ptr<LogSink> sink_;
-    std::atomic<std::thread::id> running_on_{};
+};
+
+// ----------------------------------------------------------------------------- Loop
+
+// outbox_loop_*: the library's consumer loop as a step machine, which the package's blocking and
+// asyncio loops drive (python/outbox/_loop.py). Only marshalling here.
+class Loop {
+  public:
+    Loop(py::object consumer, Db *db, int connection, int64_t idle_timeout_ms, int64_t limit,
+         const py::object &placeholders)
+        : consumer_obj_(std::move(consumer)), consumer_(&consumer_obj_.cast<Consumer &>()) {
+        outbox_loop_options o;
+        outbox_loop_options_init(&o);
+        o.connection = connection;
+        o.idle_timeout_ms = static_cast<int32_t>(std::clamp<int64_t>(idle_timeout_ms, -1, INT32_MAX));
+        o.limit = limit;
+        std::string ph;
+        if (!placeholders.is_none()) {
+            ph = cstr(placeholders, "placeholders");
+            o.placeholders = ph.c_str();
+        }
+        if (db != nullptr) {
+            db_obj_ = py::cast(db, py::return_value_policy::reference);
+        }
+        check(failure(outbox_loop_new(&h_, consumer_->mut(), db != nullptr ? db->handle() : nullptr, &o)));
+    }
+    ~Loop() { outbox_loop_free(h_); }
+    Loop(const Loop &) = delete;
+    Loop &operator=(const Loop &) = delete;
+
+    int next() { return static_cast<int>(outbox_loop_next(h_)); }
+    // Blocking (a message, the library connection's statements, settling): the GIL released.
+    void block() { check(locked(consumer_->mutex(), [&] { return failure(outbox_loop_block(h_)); })); }
+    // (kind, sql, params)
+    py::tuple statement() {
+        int kind = 0;
+        const outbox_statement *st = outbox_loop_statement(h_, &kind);
+        if (st == nullptr) {
+            throw_error(OUTBOX_ERR_INVALID_ARGUMENT, "the loop's next action is not exec");
+        }
+        py::tuple t = statement_tuple(const_cast<outbox_statement *>(st));
+        return py::make_tuple(kind, t[0], t[1]);
+    }
+    void exec_done(const py::object &row) {
+        std::vector<std::string> texts;
+        std::vector<const char *> ptrs;
+        if (!row.is_none()) {
+            for (py::handle v : row) {
+                texts.emplace_back(v.is_none() ? std::string() : py::str(v).cast<std::string>());
+            }
+            size_t i = 0;
+            for (py::handle v : row) {
+                ptrs.push_back(v.is_none() ? nullptr : texts[i].c_str());
+                ++i;
+            }
+        }
+        check(failure(outbox_loop_exec_done(h_, ptrs.data(), ptrs.size())));
+    }
+    void exec_failed(const py::object &sqlstate, const std::string &message, bool closed) {
+        std::string ss = sqlstate.is_none() ? std::string() : cstr(sqlstate, "sqlstate");
+        check(failure(outbox_loop_exec_failed(h_, ss.c_str(), message.c_str(), closed ? 1 : 0)));
+    }
+    // The delivery, as a view valid until handler_done().
+    py::object message() {
+        const outbox_message *m = outbox_loop_message(h_);
+        if (m == nullptr) {
+            return py::none();
+        }
+        last_msg_ = py::cast(std::make_unique<Message>(m, false));
+        return last_msg_;
+    }
+    // The library connection's transaction, as a view valid until handler_done(); None on a driver's.
+    py::object db() {
+        outbox_db *d = outbox_loop_db(h_);
+        if (d == nullptr) {
+            return py::none();
+        }
+        last_db_ = py::cast(std::make_unique<Db>(d, false, true));
+        return last_db_;
+    }
+    void handler_done(int result, const py::object &reason) {
+        release_views();
+        std::string why = reason.is_none() ? std::string() : py::str(reason).cast<std::string>();
+        check(failure(outbox_loop_handler_done(h_, result, reason.is_none() ? nullptr : why.c_str())));
+    }
+    int wait_ms() const { return outbox_loop_wait_ms(h_); }
+    void waited() { check(failure(outbox_loop_waited(h_))); }
+    void opened(bool ok, const std::string &message) {
+        check(failure(outbox_loop_opened(h_, ok ? 1 : 0, message.c_str())));
+    }
+    void abort(const std::string &reason) {
+        release_views();
+        check(failure(outbox_loop_abort(h_, reason.c_str())));
+    }
+    // The events handled; raises the error the loop ended with.
+    int64_t result() const {
+        int64_t handled = 0;
+        check(failure(outbox_loop_result(h_, &handled)));
+        return handled;
+    }
+
+  private:
+    // The views handed to a handler die with its call (a handler may keep the Python objects).
+    void release_views() {
+        if (!last_db_.is_none()) {
+            last_db_.cast<Db &>().invalidate();
+            last_db_ = py::none();
+        }
+        if (!last_msg_.is_none()) {
+            last_msg_.cast<Message &>().close();
+            last_msg_ = py::none();
+        }
+    }
+    py::object consumer_obj_;
+    py::object db_obj_;
+    py::object last_db_ = py::none();
+    py::object last_msg_ = py::none();
+    Consumer *consumer_;
+    outbox_loop *h_ = nullptr;
 };
 
 py::tuple Db::dedupe_message(const Consumer &consumer, const Message &msg) {
@@ -812,6 +818,27 @@ PYBIND11_MODULE(_native, m) {
     m.def("version", [] { return std::string(outbox_version()); });
     m.def("version_number", &outbox_version_number);
     m.def("status_name", [](int st) { return std::string(outbox_status_name(static_cast<outbox_status>(st))); });
+    m.def("status_retriable", [](int st) { return outbox_status_retriable(static_cast<outbox_status>(st)) != 0; });
+    // The C API's constants, from outbox.h as this module was compiled against it.
+    for (const auto &[name, value] : std::initializer_list<std::pair<const char *, int>>{
+             {"LOOP_BLOCK", OUTBOX_LOOP_BLOCK},
+             {"LOOP_EXEC", OUTBOX_LOOP_EXEC},
+             {"LOOP_HANDLE", OUTBOX_LOOP_HANDLE},
+             {"LOOP_WAIT", OUTBOX_LOOP_WAIT},
+             {"LOOP_OPEN", OUTBOX_LOOP_OPEN},
+             {"LOOP_DONE", OUTBOX_LOOP_DONE},
+             {"LOOP_SQL_BEGIN", OUTBOX_LOOP_SQL_BEGIN},
+             {"LOOP_SQL_DEDUPE", OUTBOX_LOOP_SQL_DEDUPE},
+             {"LOOP_SQL_COMMIT", OUTBOX_LOOP_SQL_COMMIT},
+             {"LOOP_SQL_ROLLBACK", OUTBOX_LOOP_SQL_ROLLBACK},
+             {"LOOP_LIBRARY", OUTBOX_LOOP_LIBRARY},
+             {"LOOP_DRIVER_LENT", OUTBOX_LOOP_DRIVER_LENT},
+             {"LOOP_DRIVER_OWNED", OUTBOX_LOOP_DRIVER_OWNED},
+             {"HANDLER_OK", OUTBOX_HANDLER_OK},
+             {"HANDLER_FAILED", OUTBOX_HANDLER_FAILED},
+         }) {
+        m.attr(name) = value;
+    }
     m.def("_set_error_classes", [](py::dict classes) {
         error_classes().clear();
         for (auto item : classes) {
@@ -893,9 +920,23 @@ PYBIND11_MODULE(_native, m) {
         .def("ack", &Consumer::ack, "message"_a)
         .def("nack", &Consumer::nack, "message"_a, "requeue"_a)
         .def("dead_letter", &Consumer::dead_letter, "message"_a, "reason"_a)
-        .def("run_native", &Consumer::run_native, "handler"_a, "db"_a, "on_main_thread"_a)
-        .def("settle", &Consumer::settle, "message"_a, "db"_a, "outcome"_a, "reason"_a)
-        .def("retry_delay", &Consumer::retry_delay, "failures"_a, "why"_a)
         .def("stop", &Consumer::stop)
         .def("reset", &Consumer::reset);
+
+    py::class_<Loop>(m, "Loop")
+        .def(py::init<py::object, Db *, int, int64_t, int64_t, const py::object &>(), "consumer"_a, "db"_a,
+             "connection"_a, "idle_timeout_ms"_a, "limit"_a, "placeholders"_a)
+        .def("next", &Loop::next)
+        .def("block", &Loop::block)
+        .def("statement", &Loop::statement)
+        .def("exec_done", &Loop::exec_done, "row"_a)
+        .def("exec_failed", &Loop::exec_failed, "sqlstate"_a, "message"_a, "closed"_a)
+        .def("message", &Loop::message)
+        .def("db", &Loop::db)
+        .def("handler_done", &Loop::handler_done, "result"_a, "reason"_a)
+        .def("wait_ms", &Loop::wait_ms)
+        .def("waited", &Loop::waited)
+        .def("opened", &Loop::opened, "ok"_a, "message"_a)
+        .def("abort", &Loop::abort, "reason"_a)
+        .def("result", &Loop::result);
 }

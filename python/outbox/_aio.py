@@ -5,15 +5,14 @@ event loop). The exactly-once decision stays the library's (``outbox_consumer_se
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Tuple, Union
 
 from . import _drivers as d
 from ._config import ConfigLike
-from ._consumer import _DUPLICATE, _HANDLED, _HANDLER_FAILED, _NOT_PROCESSED, Consumer, Message, _reason
+from . import _loop
+from ._consumer import Consumer, Message
 from ._db import DedupeResult, Order, _dedupe_key
-from ._errors import ArgumentTypeError, ConnectionLost, Stopped, TransactionError
+from ._errors import ArgumentTypeError, ConnectionLost, TransactionError
 from ._events import EventFields, Written, event_fields
 
 if TYPE_CHECKING:
@@ -188,93 +187,11 @@ async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[in
 # --------------------------------------------------------------------------- the consumer loop
 
 
-async def _next(consumer: Consumer, timeout: Optional[float]) -> Optional[Message]:
-    """The next message, waiting on a worker thread in short slices (the event loop runs). On
-    cancellation a message that arrives anyway is given back (requeued, uncounted)."""
-    loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
-    while True:
-        left = 0.5 if deadline is None else min(0.5, max(0.0, deadline - loop.time()))
-        fut = loop.run_in_executor(None, consumer.next, left)
-        try:
-            msg = await asyncio.shield(fut)
-        except Stopped:
-            return None
-        except asyncio.CancelledError:
-            fut.add_done_callback(lambda f: _give_back(consumer, f))
-            raise
-        if msg is not None or (deadline is not None and loop.time() >= deadline):
-            return msg
-
-
-def _give_back(consumer: Consumer, fut: "asyncio.Future[Optional[Message]]") -> None:
-    if fut.cancelled() or fut.exception() is not None:
-        return
-    msg = fut.result()
-    if msg is not None:
-        try:
-            consumer._settle_as(msg, None, _NOT_PROCESSED, "cancelled")
-        except Exception:
-            pass  # unsettled, it is redelivered when the consumer closes
-        msg.close()
-
-
-async def _settle(consumer: Consumer, msg: Message, outcome: int, reason: Optional[str] = None) -> None:
-    # shield: a cancellation while settling must not leave the message half-settled
-    await asyncio.shield(asyncio.to_thread(consumer._settle_as, msg, None, outcome, reason))
-
-
-async def _quietly(aw: Awaitable[Any]) -> None:
-    try:
-        await aw
-    except Exception:
-        pass
-
-
-async def _process(consumer: Consumer, drv: _AsyncDriver, conn: Any, handler: AsyncHandler, msg: Message) -> bool:
-    """One message: BEGIN, dedupe, handler, COMMIT, then settle (the library decides)."""
-    try:
-        await drv.begin(conn)  # type: ignore[attr-defined]
-        res = await dedupe_async(conn, consumer, msg)
-        msg.dedupe = res
-        if not res.first_time:
-            await drv.commit(conn)  # type: ignore[attr-defined]
-    except BaseException as exc:  # not the handler's failure: requeued, uncounted
-        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
-        await _quietly(_settle(consumer, msg, _NOT_PROCESSED, _reason(exc)))
-        raise
-    if not res.first_time:
-        await _settle(consumer, msg, _DUPLICATE)
-        return False
-    try:
-        r = handler(msg, conn)
-        if inspect.isawaitable(r):
-            await r
-        await drv.commit(conn)  # type: ignore[attr-defined]
-    except Exception as exc:
-        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
-        if msg._settled is not None:
-            return False
-        lost = drv.is_lost(conn)  # type: ignore[attr-defined]
-        await _settle(consumer, msg, _NOT_PROCESSED if lost else _HANDLER_FAILED, _reason(exc))
-        if lost:
-            raise ConnectionLost(f"PostgreSQL connection lost in the handler: {_reason(exc)}") from exc
-        return False
-    except BaseException as exc:  # cancelled (or KeyboardInterrupt): roll back, give the message back
-        await _quietly(drv.rollback(conn))  # type: ignore[attr-defined]
-        if msg._settled is None:
-            await _quietly(_settle(consumer, msg, _NOT_PROCESSED, _reason(exc)))
-        raise
-    if msg._settled is None:
-        await _settle(consumer, msg, _HANDLED)
-    return True
-
-
 async def consume_async(consumer: Consumer, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,
                         idle_timeout: Optional[float] = None) -> int:
     """``await consumer.run_async(handler, conn)``: :meth:`Consumer.run` for asyncio, on an asyncpg
-    connection or a psycopg ``AsyncConnection``: for each event BEGIN, the inbox row, ``await
-    handler(message, conn)``, COMMIT, then the library's settle (ack, requeue or dead-letter).
+    connection or a psycopg ``AsyncConnection``: the library's consumer loop (``outbox_loop_*``),
+    its statements awaited on ``conn``, ``await handler(message, conn)`` per event.
 
     The blocking C calls (waiting for a message, settling it) run on worker threads; the event
     loop keeps running. Cancelling the task rolls back the event in progress and gives it back
@@ -283,12 +200,9 @@ async def consume_async(consumer: Consumer, handler: AsyncHandler, conn: Any, *,
     drv = _driver(conn)
     if drv.state(conn) != d.IDLE:
         raise TransactionError("consume_async() needs a connection that is not inside a transaction")
-    handled = 0
-    while limit is None or handled < limit:
-        msg = await _next(consumer, idle_timeout)
-        if msg is None:
-            break
-        with msg:
-            if await _process(consumer, drv, conn, handler, msg):
-                handled += 1
-    return handled
+    loop = _loop.new_loop(consumer._handle(), None, drv, limit, idle_timeout)
+
+    def wrap(nmsg: Any, _ndb: Any) -> Tuple[Message, Any]:
+        return Message(nmsg, consumer), conn
+
+    return await _loop.drive_async(loop, handler, wrap, drv, conn, consumer._stop_requested.is_set)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, with_urls
-from ._db import Db, DedupeResult, Order, _dedupe_on, _DriverDb
-from ._errors import ConnectionLost, InvalidArgument, Stopped
-from ._relay import LoggerLike, _on_main_thread, log_sink
+from . import _drivers, _loop
+from ._db import Db, DedupeResult, Order, _dedupe_on, _DriverDb, _Owned, _Psycopg3
+from ._errors import InvalidArgument, Stopped
+from ._relay import LoggerLike, log_sink
 
 __all__ = ["Consumer", "Message", "Handler"]
 
@@ -21,10 +21,6 @@ _log = logging.getLogger("outbox.consumer")
 #: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back and redeliver.
 Handler = Callable[["Message", Any], Any]
 
-# How the run loop's transaction for a message ended (outbox_outcome), and what the library then
-# did with the message (outbox_settle_action): the decision itself is outbox_consumer_settle's.
-_HANDLED, _DUPLICATE, _HANDLER_FAILED, _NOT_PROCESSED = 0, 1, 2, 3
-_SETTLED = {1: "acked", 2: "nacked", 3: "dead-lettered"}
 
 
 class Message:
@@ -366,60 +362,37 @@ class Consumer:
     def __repr__(self) -> str:
         return f"<outbox.Consumer {self._name!r} {'closed' if self._native is None else 'open'}>"
 
-    # -- the run loop
-    def _settle_as(
-        self, message: Message, db: Optional[Db], outcome: int, reason: Optional[str] = None
-    ) -> Tuple[int, bool, int]:
-        """outbox_consumer_settle: ack, requeue or dead-letter as the library decides; returns
-        (action, db_lost, attempt)."""
-        h, m = self._handle(), message._handle()
-        self._settle(message, "settling")
-        try:
-            action, lost, attempt = h.settle(m, db._handle() if db is not None else None, outcome, reason)
-        except BaseException:
-            message._settled = None  # not settled: it is redelivered (the library says so)
-            raise
-        message._settled = _SETTLED.get(action, "settled")
-        return action, lost, attempt
+    # -- the run loop: the library's (outbox_loop_*, python/outbox/_loop.py)
+    def _loop_for(self, conn: Any, limit: Optional[int], idle_timeout: Optional[float]) -> Tuple[Any, Any, Any]:
+        """(native loop, driver or None, connection for the driver) for ``conn``."""
+        if conn is None:
+            return _loop.new_loop(self._handle(), None, None, limit, idle_timeout), None, None
+        db = conn if isinstance(conn, Db) else Db.wrap(conn, config=self._config)
+        if isinstance(db, _DriverDb) or not isinstance(db._driver, (_Psycopg3, _Owned)):
+            # A driver that keeps its own transaction state (psycopg2, SQLAlchemy, a binary psycopg
+            # wheel): the loop's statements go through it.
+            drv = db._drv if isinstance(db, _DriverDb) else _drivers.sync_driver(conn)
+            target = db._conn if isinstance(db, _DriverDb) else conn
+            if db.tx_state.name != "IDLE":
+                raise InvalidArgument("Consumer.run() needs a connection that is not inside a transaction")
+            return _loop.new_loop(self._handle(), None, drv, limit, idle_timeout), drv, target
+        if db.tx_state.name != "IDLE":
+            raise InvalidArgument("Consumer.run() needs a connection that is not inside a transaction")
+        return _loop.new_loop(self._handle(), db._handle(), None, limit, idle_timeout), None, None
 
-    def _process(self, handler: Handler, conn: Any, db: Db, msg: Message) -> bool:
-        """One message: BEGIN, dedupe, handler, COMMIT, then settle. True when the handler ran and committed."""
-        begin, commit, rollback, sdb, lost = _tx_ops(db)
-        try:
-            begin()
-            res = _dedupe_on(db, self, msg)
-            msg.dedupe = res
-            if not res.first_time:
-                commit()
-        except BaseException as exc:
-            # Not the handler's fault: nothing committed, the message goes back to the queue uncounted.
-            _settle_quietly(rollback)
-            _settle_quietly(lambda: self._settle_as(msg, sdb, _NOT_PROCESSED, _reason(exc)))
-            raise
-        if not res.first_time:
-            self._settle_as(msg, sdb, _DUPLICATE)
-            return False
-        try:
-            handler(msg, conn)
-            commit()
-        except Exception as exc:
-            _settle_quietly(rollback)  # never reopens a lost connection: settle sees it lost
-            if msg._settled is not None:
-                return False  # the handler settled it itself
-            # A driver's own connection: the loop judges a lost database itself (outbox_consumer_settle).
-            outcome = _NOT_PROCESSED if sdb is None and lost() else _HANDLER_FAILED
-            _, was_lost, _ = self._settle_as(msg, sdb, outcome, _reason(exc))
-            if was_lost or outcome == _NOT_PROCESSED:
-                raise ConnectionLost(f"PostgreSQL connection lost in the handler: {_reason(exc)}") from exc
-            return False
-        except BaseException as exc:  # KeyboardInterrupt, SystemExit: roll back, give the message back
-            _settle_quietly(rollback)
-            if msg._settled is None:
-                _settle_quietly(lambda: self._settle_as(msg, sdb, _NOT_PROCESSED, _reason(exc)))
-            raise
-        if msg._settled is None:  # (a handler that settled the message itself keeps its choice)
-            self._settle_as(msg, sdb, _HANDLED)  # only after the commit; a redelivery after a lost ack is deduplicated
-        return True
+    def _wrap_for(self, conn: Any) -> Callable[[Any, Any], Tuple[Any, Any]]:
+        """The handler's arguments: the Message, and ``conn`` (or, on the loop's own connection, an
+        :class:`outbox.Db` view of its transaction, valid during the call)."""
+
+        def wrap(nmsg: "_native.Message", ndb: Optional["_native.Db"]) -> Tuple[Any, Any]:
+            if conn is not None or ndb is None:
+                return Message(nmsg, self), conn
+            tx = Db.__new__(Db)
+            tx._native, tx._config, tx._ptr = ndb, self._config, 0
+            tx._driver = _Owned(tx)
+            return Message(nmsg, self), tx
+
+        return wrap
 
     def run(
         self,
@@ -430,19 +403,21 @@ class Consumer:
         idle_timeout: Optional[float] = None,
     ) -> int:
         """Handles events with an exactly-once effect until :meth:`stop`, Ctrl-C, ``limit`` or
-        ``idle_timeout``.
+        ``idle_timeout``: the library's consumer loop (``outbox_loop_*``), the same in every language.
 
         For each event, on ``conn``: BEGIN, record it in the inbox (a redelivered, already
         processed event is acknowledged without calling the handler), ``handler(message, conn)``
         with your own statements on ``conn``, COMMIT, then ack. When the handler raises, the
         transaction is rolled back and the message redelivered; after ``consumer.delivery_limit``
-        attempts it goes to the dead-letter queue with the exception in x-outbox-dead-reason.
+        attempts it goes to the dead-letter queue with the exception in x-outbox-dead-reason. A lost
+        broker connection is reopened (the next address of ``amqp.url`` first), with backoff.
 
         Args:
             handler: ``handler(message, conn)``; its return value is ignored.
-            conn: a psycopg 3 or psycopg2 connection (not inside a transaction), or an
-                :class:`outbox.Db`; None opens a connection from ``pg.url``/OUTBOX_PG_URL (the
-                handler then gets an :class:`outbox.Db`).
+            conn: a psycopg 3 or psycopg2 connection or SQLAlchemy ``Session``/``Connection`` (not
+                inside a transaction), or an :class:`outbox.Db`; None: the loop opens (and after a
+                loss reopens) its own connection from ``pg.url``/OUTBOX_PG_URL, and the handler gets
+                an :class:`outbox.Db` view of the transaction.
             limit: return after this many events were handled (committed).
             idle_timeout: return after this many seconds without a message.
         Returns:
@@ -451,56 +426,8 @@ class Consumer:
             KeyboardInterrupt: on Ctrl-C, after rolling back the event in progress (it is redelivered).
             ConnectionLost: the lent connection broke (the message is redelivered).
         """
-        own = conn is None
-        if own:
-            conn = Db.open(config=self._config)
-        db = conn if isinstance(conn, Db) else Db.wrap(conn, config=self._config)
-        if db.tx_state.name not in ("IDLE",):
-            raise InvalidArgument("Consumer.run() needs a connection that is not inside a transaction")
-        handled = 0
-        failures = 0
-        try:
-            while limit is None or handled < limit:
-                try:
-                    msg = self.next(idle_timeout)
-                except Stopped:
-                    break
-                if msg is None:
-                    break
-                try:
-                    with msg:
-                        if self._process(handler, conn, db, msg):
-                            handled += 1
-                    failures = 0
-                except ConnectionLost as exc:
-                    if not own:
-                        raise  # a lent connection cannot be reopened here
-                    # The library's own connection: reopen it, as outbox_consumer_run does.
-                    db.close()
-                    failures += 1
-                    conn = db = self._reopen(failures, exc)
-                    if db is None:
-                        break
-        finally:
-            if db is not None:
-                if db is not conn or own:
-                    db.close()
-        return handled
-
-    def _reopen(self, failures: int, exc: BaseException) -> Optional[Db]:
-        """Reopens the run loop's own connection, waiting as the library says (it logs why);
-        None when stopped meanwhile."""
-        while True:
-            delay = self._handle().retry_delay(failures, f"{getattr(exc, 'code', type(exc).__name__)}: {exc}") / 1000.0
-            deadline = time.monotonic() + delay
-            while time.monotonic() < deadline:
-                if self._stop_requested.wait(min(0.1, max(0.0, deadline - time.monotonic()))):
-                    return None
-            try:
-                return Db.open(config=self._config)
-            except ConnectionLost as again:
-                exc = again
-                failures += 1
+        loop, drv, target = self._loop_for(conn, limit, idle_timeout)
+        return _loop.drive(loop, handler, self._wrap_for(conn), drv, target, self._stop_requested)
 
     async def run_async(self, handler: Callable[["Message", Any], Any], conn: Any, *, limit: Optional[int] = None,
                         idle_timeout: Optional[float] = None) -> int:
@@ -511,50 +438,8 @@ class Consumer:
         return await consume_async(self, handler, conn, limit=limit, idle_timeout=idle_timeout)
 
     def run_native(self, handler: Callable[[Message, Db], Any], db: Optional[Db] = None) -> None:
-        """Runs the C library's own loop (``outbox_consumer_run``) until :meth:`stop` or Ctrl-C.
-
-        The handler is called as ``handler(message, tx)`` inside the library's transaction:
-        ``tx`` is an :class:`outbox.Db` view of the library's connection (``tx.execute(...)``,
-        ``tx.write(...)``), valid only during the call. Dedupe, commit, ack, redelivery and
-        dead-lettering are the library's. ``db`` None: the library opens (and reopens) its own
-        connection from ``pg.url``. Prefer :meth:`run`, which lets the handler use your own
-        psycopg connection.
-        """
-
-        def trampoline(nmsg: "_native.Message", ndb: "_native.Db") -> None:
-            msg = Message(nmsg, None)
-            tx = Db.__new__(Db)
-            from ._db import _Owned
-
-            tx._native, tx._config, tx._ptr = ndb, self._config, 0
-            tx._driver = _Owned(tx)
-            try:
-                handler(msg, tx)
-            except Exception:
-                _log.warning("consumer %s: handler failed for event %s", self._name, msg.id, exc_info=True)
-                raise
-            finally:
-                tx._native = None
-
-        self._handle().run_native(trampoline, db._handle() if db is not None else None, _on_main_thread())
-
-
-def _tx_ops(db: Db) -> Tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any], Optional[Db], Callable[[], bool]]:
-    """begin, commit, rollback, the Db to settle with (None: a driver's own connection) and a
-    lost-connection check, for the run loop's transaction on `db`."""
-    if isinstance(db, _DriverDb):
-        return db.begin, db.commit, db.rollback, None, db.lost
-    driver, h = db._driver, db._handle()
-    return (lambda: driver.begin(h)), (lambda: driver.commit(h)), (lambda: driver.rollback(h)), db, lambda: False
-
-
-def _reason(exc: BaseException) -> str:
-    """A Python exception as the reason text the library puts after "handler failed N time(s): "."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _settle_quietly(fn: Callable[[], Any]) -> None:
-    try:
-        fn()
-    except Exception as exc:  # the original exception matters more
-        _log.debug("outbox: cleanup step failed: %s", exc)
+        """:meth:`run` on the library's connection: ``db`` (an :class:`outbox.Db`), or None for the
+        loop's own from ``pg.url``; the handler is called as ``handler(message, tx)`` with ``tx`` an
+        :class:`outbox.Db` view of the transaction, valid only during the call."""
+        loop = _loop.new_loop(self._handle(), db._handle() if db is not None else None, None, None, None)
+        _loop.drive(loop, handler, self._wrap_for(None), None, None, self._stop_requested)

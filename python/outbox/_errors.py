@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Type
 
+from . import _native
+
 __all__ = [
     "Error",
     "InvalidArgument",
@@ -35,12 +37,12 @@ class Error(Exception):
         status: the numeric C status, e.g. ``-2``.
         sqlstate: PostgreSQL's SQLSTATE when the server reported the error (``Db.execute``), else None.
         retriable: True when the same call may succeed later (a server was unreachable or
-            dropped the connection, a bounded wait ran out); False for bad input.
+            dropped the connection, a bounded wait ran out); False for bad input. The library's
+            answer (``outbox_status_retriable``), the same in every language.
     """
 
     code: str = "INTERNAL"
     status: int = -13
-    retriable: bool = False
 
     def __init__(
         self,
@@ -57,6 +59,10 @@ class Error(Exception):
         if status is not None:
             self.status = status
         self.sqlstate = sqlstate
+
+    @property
+    def retriable(self) -> bool:
+        return bool(_native.status_retriable(self.status))
 
     def __str__(self) -> str:
         return self.message
@@ -110,21 +116,18 @@ class ConnectionLost(Error):
     interprets its arguments as an errno."""
 
     code, status = "CONNECTION", -6
-    retriable = True
 
 
 class BrokerError(Error):
     """BROKER: RabbitMQ reported an error (a channel or connection was closed by the broker)."""
 
     code, status = "BROKER", -7
-    retriable = True
 
 
 class Timeout(Error):
     """TIMEOUT: a bounded wait ran out (e.g. no publisher confirm in time)."""
 
     code, status = "TIMEOUT", -8
-    retriable = True
 
 
 class SchemaError(Error):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 import threading
 import time
 import uuid
@@ -168,3 +169,13 @@ def later(seconds: float, fn: Callable[[], object]) -> threading.Timer:
     t.daemon = True
     t.start()
     return t
+
+
+_CLOSE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "support" / "close_amqp_connections.sh"
+
+
+def close_consumer_connections(name: str) -> None:
+    """Closes the broker connections of consumer `name` (only those: tests run side by side), as a
+    node restart or an operator would."""
+    out = subprocess.run([str(_CLOSE), f"outbox-consumer {name}"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"no connection of consumer {name} was closed: {out.stdout}{out.stderr}"

@@ -9,7 +9,7 @@ import pika
 import psycopg
 import psycopg2
 import pytest
-from conftest import AMQP_URL, PG_URL, event, eventually, later
+from conftest import AMQP_URL, PG_URL, close_consumer_connections, event, eventually, later
 
 import outbox
 
@@ -314,7 +314,7 @@ def test_run_reopens_its_own_connection_after_a_loss(admin, schema, cfg, consume
     assert killed and sorted(r[0] for r in admin.execute(f'SELECT event_id::text FROM "{schema}".effects')) == sorted(ids)
 
 
-def test_settling_twice_is_refused_and_misuse_inside_run_native_does_not_deadlock(schema, cfg, consumer_name):
+def test_settling_twice_is_refused_and_a_handler_may_settle_inside_run_native(schema, cfg, consumer_name):
     with outbox.Consumer(consumer_name, cfg) as consumer:
         consumer.connect()
         write_events(cfg, 2, aggregates=2)
@@ -324,20 +324,23 @@ def test_settling_twice_is_refused_and_misuse_inside_run_native_does_not_deadloc
         msg.ack()
         with pytest.raises(outbox.InvalidArgument, match="already settled"):
             msg.nack()
-        errors = []
+        seen = []
         with outbox.Db(PG_URL, config=cfg) as db:
 
             def handle(m, tx):
-                for call in (lambda: db.execute("SELECT 1"), lambda: consumer.ack(m)):
-                    try:
-                        call()
-                    except outbox.InvalidArgument as e:
-                        errors.append(str(e))
+                # The lent connection runs the transaction; a handler that settles its message
+                # itself keeps its choice (the loop does not settle it again): one rule, core's.
+                assert tx.execute("SELECT 1").scalar() == "1"
+                consumer.ack(m)
+                seen.append(m.id)
                 consumer.stop()
 
             consumer.run_native(handle, db)
             assert db.execute("SELECT 2").scalar() == "2", "usable again after the run"
-    assert len(errors) == 2 and "run_native" in errors[0] and "handler" in errors[1]
+        consumer.reset()
+        assert len(seen) == 1
+        # Acked once by the handler and not again by the loop: nothing comes back, the channel is healthy.
+        assert consumer.next(timeout=2) is None
 
 
 def test_every_step_records_its_outcomes_and_settle_adds_nothing(cfg, count, amqp):
@@ -440,3 +443,50 @@ def test_a_commit_the_server_refuses_counts_as_the_handlers_failure(admin, schem
     assert [p.message_id for p, _ in dead] == [refused]
     reason = dead[0][0].headers["x-outbox-dead-reason"]
     assert reason.startswith("handler failed 2 time(s): ") and "duplicate key" in reason, reason
+
+
+@pytest.mark.parametrize("kind", ["own", "psycopg", "psycopg2", "db"])
+def test_run_goes_on_consuming_after_its_broker_connections_are_closed(admin, schema, cfg, consumer_name, count, kind):
+    # Whatever connection it was given: the library's loop reopens the broker connection (the next
+    # address of amqp.url first) and goes on; a message in hand comes back and is applied once.
+    effects_table(admin, schema)
+    consumer = outbox.Consumer(consumer_name, cfg)
+    consumer.connect()
+    write_events(cfg, 2, aggregates=2)
+    relay = outbox.Relay(cfg)
+    relay.drain()
+    seen = []
+
+    def handle(msg, conn):
+        sql = f'INSERT INTO "{schema}".effects VALUES ($1, $2, $3)'
+        if kind == "own" or kind == "db":
+            conn.execute(sql, [msg.id, "x", 1])
+        elif kind == "psycopg":
+            conn.execute(sql.replace("$1", "%s").replace("$2", "%s").replace("$3", "%s"), (msg.id, "x", 1))
+        else:
+            with conn.cursor() as cur:
+                cur.execute(sql.replace("$1", "%s").replace("$2", "%s").replace("$3", "%s"), (msg.id, "x", 1))
+        seen.append(msg.id)
+        if len(seen) == 2:
+            close_consumer_connections(consumer_name)
+            write_events(cfg, 2, aggregates=2)
+            relay.drain()
+        if len(seen) == 4:
+            consumer.stop()
+
+    conn = None
+    if kind == "psycopg":
+        conn = psycopg.connect(PG_URL)
+    elif kind == "psycopg2":
+        conn = psycopg2.connect(PG_URL)
+    elif kind == "db":
+        conn = outbox.Db(PG_URL, config=cfg)
+    try:
+        handled = consumer.run(handle, conn, idle_timeout=60)
+    finally:
+        relay.close()
+        consumer.close()
+        if conn is not None:
+            conn.close()
+    assert handled == 4 and len(set(seen)) == 4, seen
+    assert count(table="effects") == 4

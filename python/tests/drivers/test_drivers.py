@@ -13,7 +13,7 @@ import psycopg
 import psycopg2
 import pytest
 import sqlalchemy as sa
-from conftest import PG_URL, event
+from conftest import PG_URL, close_consumer_connections, event
 from sqlalchemy.orm import Session
 
 import outbox
@@ -305,3 +305,62 @@ def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, c
         engine.dispose()
     assert [r[1] for r in _effects(admin, schema)] == [0, 1, 2, 3] and len(failed) == 1
     assert admin.execute(f'SELECT count(*) FROM "{schema}".outbox_inbox').fetchone()[0] == 4
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg-async", "psycopg-binary", "sqlalchemy"])
+def test_consumer_goes_on_after_its_broker_connections_are_closed(admin, schema, cfg, consumer_name, driver):
+    # The library's loop, driven in asyncio or blocking code on a driver's own connection: a closed
+    # broker connection is reopened and consuming goes on; every event is applied once.
+    consumer, ids = _publish(admin, schema, cfg, consumer_name, 2)
+    seen = []
+
+    def after(msg):
+        seen.append(msg.id)
+        if len(seen) == 2:
+            close_consumer_connections(consumer_name)
+            with psycopg.connect(PG_URL) as c:
+                for i in (2, 3):
+                    outbox.write(c, config=cfg, **event(aggregate_id=f"a{i % 2}", payload={"n": i}))
+                c.commit()
+            with outbox.Relay(cfg) as relay:
+                relay.drain()
+        if len(seen) == 4:
+            consumer.stop()
+
+    async def ahandle(msg: outbox.Message, conn) -> None:
+        if driver == "asyncpg":
+            await conn.execute(f'INSERT INTO "{schema}".effects VALUES ($1, $2)', uuid.UUID(msg.id), msg.payload["n"])
+        else:
+            await conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (uuid.UUID(msg.id), msg.payload["n"]))
+        after(msg)
+
+    def handle(msg: outbox.Message, conn) -> None:
+        if driver == "sqlalchemy":
+            conn.execute(sa.text(f'INSERT INTO "{schema}".effects VALUES (:i, :n)'),
+                         {"i": uuid.UUID(msg.id), "n": msg.payload["n"]})
+        else:
+            conn.execute(f'INSERT INTO "{schema}".effects VALUES (%s, %s)', (uuid.UUID(msg.id), msg.payload["n"]))
+        after(msg)
+
+    async def main():
+        conn = await (asyncpg.connect(PG_URL) if driver == "asyncpg" else psycopg.AsyncConnection.connect(PG_URL))
+        try:
+            return await consumer.run_async(ahandle, conn, idle_timeout=60)
+        finally:
+            await conn.close()
+
+    try:
+        if driver in ("asyncpg", "psycopg-async"):
+            handled = asyncio.run(main())
+        elif driver == "sqlalchemy":
+            engine = sa.create_engine(SA_URL)
+            with engine.connect() as conn:
+                handled = consumer.run(handle, conn, idle_timeout=60)
+            engine.dispose()
+        else:
+            with psycopg.connect(PG_URL) as conn:
+                handled = consumer.run(handle, conn, idle_timeout=60)
+    finally:
+        consumer.close()
+    assert handled == 4 and len(set(seen)) == 4, seen
+    assert len(_effects(admin, schema)) == 4
