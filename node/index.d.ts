@@ -30,6 +30,8 @@ export class OutboxError extends Error {
   constructor(message: string, code: ErrorCode, status?: number, options?: { cause?: unknown });
   readonly code: ErrorCode;
   readonly status: number;
+  /** Whether the same call may succeed later (a server away, a broker error, a wait that ran out). */
+  readonly retriable: boolean;
 }
 
 /** status name -> number (outbox_status). */

@@ -9,17 +9,12 @@ const native = require('./native');
 const { Serial } = require('./serial');
 const { makeConfig, loggerOf } = require('./config');
 const { Outbox } = require('./outbox');
-const { outboxError, typeError, fromPg } = require('./errors');
+const { outboxError, typeError } = require('./errors');
 const { ORDERS } = require('./constants');
 
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
 
-// How consume()'s transaction for a message ended (outbox_outcome): what then happens to the
-// message (ack, requeue, dead-letter), the attempt count and the log are outbox_consumer_settle's.
-const HANDLED = 0;
-const DUPLICATE = 1;
-const HANDLER_FAILED = 2;
-const NOT_PROCESSED = 3;
+const L = native.loop; // the loop's actions and kinds, from outbox.h
 
 function reasonOf(err) {
   return err && err.message ? err.message : String(err);
@@ -114,6 +109,69 @@ class Message {
     this.order = r.order;
     this.previousSeq = r.previousSeq;
     return r;
+  }
+}
+
+// The loop's database connection on node-postgres: a lent client, a client per event from a pool,
+// or a client of its own on 'pg.url'. It runs the statement the loop hands out and reports how it
+// went; what that means (a lost connection, the handler's failure) is the library's to judge.
+class LoopClient {
+  constructor(consumer, lent, pool) {
+    this._consumer = consumer;
+    this._lent = lent;
+    this._pool = pool;
+    this.client = lent || null;
+  }
+
+  async exec(loop) {
+    const st = native.loop_statement(loop);
+    try {
+      if (!this.client && this._pool) this.client = await this._pool.connect();
+      const res = await this.client.query(st.kind === L.SQL_DEDUPE ? { text: st.sql, values: st.params,
+        rowMode: 'array' } : st.sql);
+      native.loop_exec_done(loop, st.kind === L.SQL_DEDUPE && res.rows.length ? res.rows[0] : null);
+      if (st.kind === L.SQL_COMMIT || st.kind === L.SQL_ROLLBACK) this._release();
+    } catch (e) {
+      const sqlstate = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
+      native.loop_exec_failed(loop, sqlstate, reasonOf(e), false);
+      if (st.kind === L.SQL_ROLLBACK) this._release(e);
+    }
+  }
+
+  _release(err) {
+    if (this._pool && this.client) {
+      this.client.release(err);
+      this.client = null;
+    }
+  }
+
+  // The loop asks for a connection (at the start, and after one was lost).
+  async open(loop) {
+    if (this._pool) {
+      this._release(new Error('connection lost'));
+      native.loop_opened(loop, true, '');
+      return;
+    }
+    await this.close();
+    const pg = require('pg');
+    const c = new pg.Client({ connectionString: this._consumer._options['pg.url'] });
+    c.on('error', (e) => this._consumer._logAt('warn', `consumer ${this._consumer.name}: PostgreSQL: ${e.message}`));
+    try {
+      await c.connect();
+    } catch (e) {
+      native.loop_opened(loop, false, reasonOf(e));
+      return;
+    }
+    this.client = c;
+    native.loop_opened(loop, true, '');
+  }
+
+  async close() {
+    if (this._lent) return;
+    const c = this.client;
+    this.client = null;
+    if (c && this._pool) c.release();
+    else if (c) await c.end().catch(() => {});
   }
 }
 
@@ -231,11 +289,6 @@ class Consumer {
     });
   }
 
-  // outbox_consumer_settle: ack, requeue or dead-letter as the library decides -> {action, db_lost, attempt}.
-  _settleAs(msg, outcome, reason = null) {
-    return this._settle(msg, (c, m) => native.consumer_settle(c, m, null, outcome, reason));
-  }
-
   _sleep(ms) {
     return new Promise((resolve) => {
       const t = setTimeout(() => {
@@ -251,10 +304,12 @@ class Consumer {
   }
 
   /**
-   * Handles events until stop(), each exactly once in effect:
+   * Handles events until stop(), each exactly once in effect: the library's consumer loop
+   * (outbox_loop_*), the same in every language:
    *   BEGIN -> dedupe (inbox row) -> await handler(message, client) -> COMMIT -> ack.
-   * A failing handler: ROLLBACK, then nack/requeue, or dead-letter after consumer.delivery_limit.
-   * Database or broker failures: the message goes back to the queue, retried with backoff.
+   * A failing handler: ROLLBACK, then requeue, or dead-letter after consumer.delivery_limit.
+   * Database or broker failures: the message goes back to the queue, retried with backoff; a lost
+   * broker connection is reopened (the next address of amqp.url first).
    * @param {(message: Message, client: object) => unknown} handler
    * @param {{ client?: object, pool?: object }} [options] a node-postgres Client, or a Pool to take
    *   one from per event; neither: a client of its own on 'pg.url'.
@@ -275,116 +330,53 @@ class Consumer {
     }
     this._consuming = true;
     this._start();
-    let own = null;
-    let failures = 0;
+    const db = new LoopClient(this, lent, pool);
+    const loop = await this._op((h) => native.loop_new(h, lent ? L.DRIVER_LENT : L.DRIVER_OWNED, -1, 0, 'dollar'));
     try {
-      while (!this._stopping && this._closing === null) {
-        try {
-          if (!lent && !pool && own === null) {
-            const pg = require('pg');
-            own = new pg.Client({ connectionString: this._options['pg.url'] });
-            own.on('error', (e) => this._logAt('warn', `consumer ${this.name}: PostgreSQL: ${e.message}`));
-            try {
-              await own.connect();
-            } catch (e) {
-              own = null;
-              throw fromPg(e, 'cannot connect to PostgreSQL');
-            }
-          }
-          let msg;
-          try {
-            msg = await this.next(SLICE_MS);
-          } catch (e) {
-            if (e.code === 'STOPPED') break;
-            throw e;
-          }
-          failures = 0;
-          if (!msg) continue;
-          if (pool) {
-            const c = await pool.connect().catch(async (e) => {
-              await this._settleAs(msg, NOT_PROCESSED, reasonOf(e)).catch(() => {});
-              throw fromPg(e, 'cannot connect to PostgreSQL');
-            });
-            let broken;
-            try {
-              await this._handle(c, msg, handler);
-            } catch (e) {
-              broken = e;
-              throw e;
-            } finally {
-              c.release(broken && broken.code === 'CONNECTION' ? broken : undefined);
-            }
-          } else {
-            await this._handle(lent || own, msg, handler);
-          }
-        } catch (e) {
-          if (e.code === 'INVALID_ARGUMENT') throw e;
-          if (e.code === 'CONNECTION' && lent) throw e; // a lent client cannot be reopened here
-          if (e.code === 'CONNECTION' && own) {
-            own.end().catch(() => {});
-            own = null;
-          }
-          failures += 1;
-          const delay = await this._op((h) => native.consumer_retry_delay(h, failures,
-            `${e.code || 'ERROR'}: ${e.message}`));
-          await this._sleep(delay);
-        }
-      }
+      await this._drive(loop, db, handler);
     } finally {
       this._consuming = false;
-      if (own) await own.end().catch(() => {});
+      native.loop_free(loop);
+      await db.close();
     }
   }
 
-  // One event on `client`: returns once the library settled it (ack, requeue or dead-letter);
-  // throws for database/broker failures, the message requeued without counting an attempt.
-  async _handle(client, msg, handler) {
-    const rollback = () => client.query('ROLLBACK').then(() => true, () => false);
-    const notProcessed = (reason) => this._settleAs(msg, NOT_PROCESSED, reason).catch(() => {});
-    try {
-      await client.query('BEGIN');
-    } catch (e) {
-      await notProcessed(reasonOf(e));
-      throw fromPg(e, 'BEGIN');
-    }
-    let first;
-    try {
-      first = (await msg.dedupe(client)).firstTime;
-    } catch (e) {
-      await rollback();
-      await notProcessed(reasonOf(e));
-      throw e;
-    }
-    if (first) {
-      try {
-        await handler(msg, client);
-      } catch (err) {
-        const reason = reasonOf(err);
-        if (!(await rollback())) {
-          // Not even ROLLBACK goes through: the database connection is lost under the handler,
-          // which is not the handler's failure (no attempt counted).
-          const why = `PostgreSQL connection lost in the handler: ${reason}`;
-          if (!msg._settled) await notProcessed(why);
-          throw outboxError('CONNECTION', why);
-        }
-        if (!msg._settled) await this._settleAs(msg, HANDLER_FAILED, reason); // (unless the handler settled it)
-        return;
+  // Runs the library's loop to its end: each action it asks for, reported back.
+  async _drive(loop, db, handler) {
+    for (;;) {
+      switch (native.loop_next(loop)) {
+        case L.BLOCK:
+          await this._op((h) => native.loop_block(loop, h));
+          break;
+        case L.EXEC:
+          await db.exec(loop);
+          break;
+        case L.HANDLE:
+          await this._callHandler(loop, db, handler);
+          break;
+        case L.WAIT:
+          await this._sleep(native.loop_wait_ms(loop));
+          native.loop_waited(loop);
+          break;
+        case L.OPEN:
+          await db.open(loop);
+          break;
+        default:
+          native.loop_result(loop);
+          return;
       }
     }
+  }
+
+  async _callHandler(loop, db, handler) {
+    const msg = new Message(this, native.loop_message(loop));
     try {
-      await client.query('COMMIT');
-    } catch (e) {
-      if (first && (await rollback()) && !msg._settled) {
-        // The server refused the effect's COMMIT (a deferred constraint, a serialization failure)
-        // with the connection up: the effect's failure, counted as the handler's, as in C and Python.
-        await this._settleAs(msg, HANDLER_FAILED, `COMMIT failed: ${reasonOf(e)}`);
-        return;
-      }
-      await rollback();
-      await notProcessed(reasonOf(e));
-      throw fromPg(e, 'COMMIT');
+      await handler(msg, db.client);
+    } catch (err) {
+      native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
+      return;
     }
-    if (!msg._settled) await this._settleAs(msg, first ? HANDLED : DUPLICATE);
+    native.loop_handler_done(loop, L.HANDLER_OK, null);
   }
 
   /** Asks the iterator / consume() to return (after the event in hand). */

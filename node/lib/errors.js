@@ -34,6 +34,11 @@ class OutboxError extends Error {
     this.code = code;
     this.status = status !== undefined ? status : (STATUS[code] !== undefined ? STATUS[code] : STATUS.INTERNAL);
   }
+
+  /** Whether the same call may succeed later: the library's answer (outbox_status_retriable). */
+  get retriable() {
+    return require('./native').retriable[this.code] === true;
+  }
 }
 
 function outboxError(code, message, cause) {

@@ -343,3 +343,51 @@ test('a broker list in amqp.url: past a dead first node to a live one, saying wh
   assert.ok(logs.some((l) => l.startsWith('relay') && l.includes(node)), logs.join('\n'));
   assert.ok(logs.some((l) => l.startsWith('consumer') && l.includes(node)), logs.join('\n'));
 });
+
+// The library's loop reopens a closed broker connection (the next address of amqp.url first) and
+// goes on, whatever database connection consume() was given: only this consumer's connections are
+// closed (tests run side by side), as a node restart or an operator would.
+for (const mode of ['client', 'pool', 'own']) {
+  test(`consume() with ${mode}: goes on consuming after its broker connections are closed`, async (t) => {
+    const { execFileSync } = require('node:child_process');
+    const path = require('node:path');
+    const e = await env(t);
+    const name = e.consumerName('reconnect');
+    await e.admin.query(`CREATE TABLE "${e.schema}".effects (id text PRIMARY KEY)`);
+    const consumer = e.outbox.consumer(name);
+    t.after(() => consumer.close());
+    await consumer.connect();
+    const relay = e.outbox.relay();
+    t.after(() => relay.close());
+    const writer = await pgClient();
+    t.after(() => writer.end());
+    const publish = async (from) => {
+      for (let i = from; i < from + 2; i++) await e.outbox.write(writer, event({ aggregateId: `r${i}`, payload: { i } }));
+      assert.equal((await e.drain(relay)).published, 2);
+    };
+    await publish(0);
+    const seen = [];
+    const handler = async (m, tx) => {
+      await tx.query(`INSERT INTO "${e.schema}".effects VALUES ($1)`, [m.id]);
+      seen.push(m.id);
+      if (seen.length === 2) {
+        const script = path.join(__dirname, '..', '..', 'tests', 'support', 'close_amqp_connections.sh');
+        execFileSync(script, [`outbox-consumer ${name}`], { timeout: 120000 });
+        await publish(2);
+      }
+      if (seen.length === 4) consumer.stop();
+    };
+    let options = {};
+    if (mode === 'client') {
+      options = { client: await pgClient() };
+      t.after(() => options.client.end());
+    } else if (mode === 'pool') {
+      const pg = require('pg');
+      options = { pool: new pg.Pool({ connectionString: PG_URL, max: 2 }) };
+      t.after(() => options.pool.end());
+    }
+    await consumer.consume(handler, options);
+    assert.equal(new Set(seen).size, 4);
+    assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".effects`), 4);
+  });
+}

@@ -53,6 +53,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     outbox_node::register_event(env, exports);
     outbox_node::register_relay(env, exports);
     outbox_node::register_consumer(env, exports);
+    outbox_node::register_loop(env, exports);
     return exports;
 }
 

@@ -137,6 +137,7 @@ OUTBOX_NODE_HANDLE(outbox_relay, "outbox_relay", outbox_relay_free, 0x3b0f6a1d9c
 OUTBOX_NODE_HANDLE(outbox_consumer, "outbox_consumer", outbox_consumer_free, 0x3b0f6a1d9c2e4716ULL,
                    0xe39c1b7a5f864c06ULL)
 OUTBOX_NODE_HANDLE(outbox_message, "outbox_message", outbox_message_free, 0x3b0f6a1d9c2e4717ULL, 0x5d0a8c2e4b174c07ULL)
+OUTBOX_NODE_HANDLE(outbox_loop, "outbox_loop", outbox_loop_free, 0x3b0f6a1d9c2e4718ULL, 0x9b46e1c3d7f24c08ULL)
 #undef OUTBOX_NODE_HANDLE
 
 template <typename T> struct Handle : HandleBase {
@@ -391,6 +392,7 @@ void register_db(Napi::Env env, Napi::Object exports);
 void register_event(Napi::Env env, Napi::Object exports);
 void register_relay(Napi::Env env, Napi::Object exports);
 void register_consumer(Napi::Env env, Napi::Object exports);
+void register_loop(Napi::Env env, Napi::Object exports);
 
 inline void def(Napi::Env env, Napi::Object exports, const char *name, Napi::Function::Callback fn) {
     exports.Set(name, Napi::Function::New(env, fn, name));
