@@ -30,6 +30,8 @@ outbox_status outbox_last_status(void);
 
 const char *outbox_status_name(outbox_status status);
 
+int outbox_status_retriable(outbox_status status);
+
 void outbox_string_free(char *s);
 
 typedef struct outbox_config outbox_config;
@@ -259,6 +261,78 @@ outbox_status outbox_consumer_settle(outbox_settled *out, outbox_consumer *consu
 
 outbox_status outbox_consumer_retry_delay(int *delay_ms, outbox_consumer *consumer, int failures,
                                                      const char *why);
+
+typedef struct outbox_loop outbox_loop;
+
+typedef enum outbox_loop_action {
+    OUTBOX_LOOP_BLOCK = 1,  
+    OUTBOX_LOOP_EXEC = 2,   
+    OUTBOX_LOOP_HANDLE = 3, 
+    OUTBOX_LOOP_WAIT = 4,   
+    OUTBOX_LOOP_OPEN = 5,   
+    OUTBOX_LOOP_DONE = 6    
+} outbox_loop_action;
+
+typedef enum outbox_loop_sql {
+    OUTBOX_LOOP_SQL_BEGIN = 1,   
+    OUTBOX_LOOP_SQL_DEDUPE = 2,  
+    OUTBOX_LOOP_SQL_COMMIT = 3,  
+    OUTBOX_LOOP_SQL_ROLLBACK = 4 
+} outbox_loop_sql;
+
+typedef enum outbox_loop_conn {
+    OUTBOX_LOOP_LIBRARY = 0,      
+    OUTBOX_LOOP_DRIVER_LENT = 2,  
+    OUTBOX_LOOP_DRIVER_OWNED = 3  
+} outbox_loop_conn;
+
+typedef enum outbox_handler_result {
+    OUTBOX_HANDLER_OK = 0,    
+    OUTBOX_HANDLER_FAILED = 1 
+} outbox_handler_result;
+
+typedef struct outbox_loop_options {
+    size_t size;
+    int32_t connection;       
+    int32_t idle_timeout_ms;  
+    int64_t limit;            
+    const char *placeholders; 
+    int32_t slice_ms;         
+} outbox_loop_options;
+
+outbox_status outbox_loop_new(outbox_loop **out, outbox_consumer *consumer, outbox_db *db,
+                                         const outbox_loop_options *options);
+
+void outbox_loop_free(outbox_loop *loop);
+
+outbox_loop_action outbox_loop_next(outbox_loop *loop);
+
+outbox_status outbox_loop_block(outbox_loop *loop);
+
+const outbox_statement *outbox_loop_statement(const outbox_loop *loop, int *kind);
+
+outbox_status outbox_loop_exec_done(outbox_loop *loop, const char *const *row, size_t columns);
+
+outbox_status outbox_loop_exec_failed(outbox_loop *loop, const char *sqlstate, const char *message,
+                                                 int connection_closed);
+
+const outbox_message *outbox_loop_message(outbox_loop *loop);
+
+outbox_db *outbox_loop_db(outbox_loop *loop);
+
+outbox_status outbox_loop_handler_done(outbox_loop *loop, int result, const char *reason);
+
+int outbox_loop_wait_ms(const outbox_loop *loop);
+
+outbox_status outbox_loop_waited(outbox_loop *loop);
+
+outbox_status outbox_loop_opened(outbox_loop *loop, int ok, const char *message);
+
+outbox_status outbox_loop_abort(outbox_loop *loop, const char *reason);
+
+outbox_status outbox_loop_result(const outbox_loop *loop, int64_t *handled);
+
+outbox_status outbox_message_copy(outbox_message **out, const outbox_message *msg);
 
 void outbox_message_free(outbox_message *msg);
 

@@ -28,16 +28,11 @@ final class OutboxConsumer
     {
         $msg = $this->f->new('outbox_message*');
         $status = $this->f->outbox_consumer_next(FFI::addr($msg), $this->consumer, $timeoutMs);
-        if ($status === -8) { // OUTBOX_ERR_TIMEOUT
+        if ($status === $this->f->OUTBOX_ERR_TIMEOUT) {
             return null;
         }
         $this->outbox->check($status);
-        $fields = [];
-        foreach (['OUTBOX_ID', 'EVENT_TYPE', 'AGGREGATE_ID', 'AGGREGATE_TYPE', 'OPERATION', 'PAYLOAD', 'PREVIOUS_PAYLOAD', 'METADATA', 'USER', 'CREATED_AT'] as $name) {
-            $fields[$name] = $this->f->outbox_message_field($msg, $name);
-        }
-        return ['message' => $msg, 'fields' => $fields, 'seq' => (int)$this->f->outbox_message_seq($msg),
-            'delivery_count' => (int)$this->f->outbox_message_delivery_count($msg)];
+        return ['message' => $msg] + $this->eventOf($msg);
     }
 
     public function ack(array $event): void
@@ -56,6 +51,152 @@ final class OutboxConsumer
     {
         $this->outbox->check($this->f->outbox_consumer_dead_letter($this->consumer, $event['message'], $reason));
         $this->f->outbox_message_free($event['message']);
+    }
+
+    /**
+     * Handles events with an exactly-once effect until stop, $limit events or $idleTimeout seconds
+     * without one: the library's consumer loop (outbox_loop_*), the same as in C, Python and Node.
+     * For each event, on $pdo: BEGIN, the inbox row (a redelivered, already processed event is
+     * acknowledged without calling the handler), $handler($event, $pdo), COMMIT, then ack. A handler
+     * that throws rolls back; the message is redelivered, and dead-lettered after
+     * consumer.delivery_limit attempts. Lost broker connections are reopened with backoff; a lost
+     * $pdo ends the run with OutboxException CONNECTION (the message is redelivered, uncounted).
+     * $event is ['fields' => [...], 'seq' => int, 'delivery_count' => int]. Returns the events handled.
+     */
+    public function run(callable $handler, \PDO $pdo, ?int $limit = null, ?float $idleTimeout = null): int
+    {
+        $f = $this->f;
+        $o = $f->new('outbox_loop_options');
+        $o->size = FFI::sizeof($o);
+        $o->connection = $f->OUTBOX_LOOP_DRIVER_LENT;
+        $o->idle_timeout_ms = $idleTimeout === null ? -1 : max(0, (int)($idleTimeout * 1000));
+        $o->limit = $limit ?? 0;
+        $o->slice_ms = 200;
+        $style = self::cString($f, 'qmark'); // PDO's placeholders
+        $o->placeholders = FFI::cast('char*', FFI::addr($style[0]));
+        $loop = $f->new('outbox_loop*');
+        $this->outbox->check($f->outbox_loop_new(FFI::addr($loop), $this->consumer, null, FFI::addr($o)));
+        try {
+            return $this->drive($loop, $handler, $pdo);
+        } finally {
+            $f->outbox_loop_free($loop);
+        }
+    }
+
+    private function drive(FFI\CData $loop, callable $handler, \PDO $pdo): int
+    {
+        $f = $this->f;
+        while (true) {
+            $action = $f->outbox_loop_next($loop);
+            if ($action === $f->OUTBOX_LOOP_BLOCK) {
+                $this->outbox->check($f->outbox_loop_block($loop));
+            } elseif ($action === $f->OUTBOX_LOOP_EXEC) {
+                $this->exec($loop, $pdo);
+            } elseif ($action === $f->OUTBOX_LOOP_HANDLE) {
+                $this->handle($loop, $handler, $pdo);
+            } elseif ($action === $f->OUTBOX_LOOP_WAIT) {
+                usleep(1000 * $f->outbox_loop_wait_ms($loop));
+                $this->outbox->check($f->outbox_loop_waited($loop));
+            } else {
+                $handled = $f->new('int64_t');
+                $this->outbox->check($f->outbox_loop_result($loop, FFI::addr($handled)));
+                return (int)$handled->cdata;
+            }
+        }
+    }
+
+    /** Runs the statement the loop hands out on $pdo and reports how it went. */
+    private function exec(FFI\CData $loop, \PDO $pdo): void
+    {
+        $f = $this->f;
+        $kind = $f->new('int');
+        $st = $f->outbox_loop_statement($loop, FFI::addr($kind));
+        $params = [];
+        for ($i = 0, $n = $f->outbox_statement_param_count($st); $i < $n; $i++) {
+            $params[] = $f->outbox_statement_param($st, $i);
+        }
+        try {
+            $row = null;
+            $k = $kind->cdata;
+            if ($k === $f->OUTBOX_LOOP_SQL_BEGIN) {
+                $pdo->beginTransaction();
+            } elseif ($k === $f->OUTBOX_LOOP_SQL_COMMIT) {
+                $pdo->commit();
+            } elseif ($k === $f->OUTBOX_LOOP_SQL_ROLLBACK) {
+                if ($pdo->inTransaction()) {
+                    $pdo->rollBack();
+                }
+            } else {
+                $q = $pdo->prepare($f->outbox_statement_sql($st));
+                $q->execute($params);
+                $row = $q->fetch(\PDO::FETCH_NUM) ?: null;
+            }
+        } catch (\PDOException $e) {
+            // PDO's HY000 is its own "general error" (no server SQLSTATE): the loop judges that lost.
+            $state = $e->errorInfo[0] ?? null;
+            $state = is_string($state) && $state !== 'HY000' && strlen($state) === 5 ? $state : null;
+            $this->outbox->check($f->outbox_loop_exec_failed($loop, $state, $e->getMessage(), 0));
+            return;
+        }
+        $this->reportRow($loop, $row);
+    }
+
+    /** The dedupe row's values as text (PDO gives PHP bools and ints). */
+    private function reportRow(FFI\CData $loop, ?array $row): void
+    {
+        $f = $this->f;
+        if ($row === null || $row === []) {
+            $this->outbox->check($f->outbox_loop_exec_done($loop, null, 0));
+            return;
+        }
+        $values = $f->new('char*[' . count($row) . ']');
+        $keep = [];
+        foreach (array_values($row) as $i => $v) {
+            if ($v === null) {
+                $values[$i] = null;
+                continue;
+            }
+            $keep[$i] = self::cString($f, is_bool($v) ? ($v ? 't' : 'f') : (string)$v);
+            $values[$i] = FFI::cast('char*', FFI::addr($keep[$i][0]));
+        }
+        $this->outbox->check($f->outbox_loop_exec_done($loop, FFI::cast('const char**', FFI::addr($values[0])), count($row)));
+    }
+
+    private function handle(FFI\CData $loop, callable $handler, \PDO $pdo): void
+    {
+        $f = $this->f;
+        $event = $this->eventOf($f->outbox_loop_message($loop));
+        try {
+            $handler($event, $pdo);
+        } catch (\Throwable $e) {
+            $this->outbox->check($f->outbox_loop_handler_done($loop, $f->OUTBOX_HANDLER_FAILED,
+                get_class($e) . ': ' . $e->getMessage()));
+            return;
+        }
+        $this->outbox->check($f->outbox_loop_handler_done($loop, $f->OUTBOX_HANDLER_OK, null));
+    }
+
+    /** Asks run() to return after the event in hand; safe from a signal handler. */
+    public function stop(): void
+    {
+        $this->f->outbox_consumer_stop($this->consumer);
+    }
+
+    private function eventOf(FFI\CData $msg): array
+    {
+        $fields = [];
+        foreach (['OUTBOX_ID', 'EVENT_TYPE', 'AGGREGATE_ID', 'AGGREGATE_TYPE', 'OPERATION', 'PAYLOAD', 'PREVIOUS_PAYLOAD', 'METADATA', 'USER', 'CREATED_AT'] as $name) {
+            $fields[$name] = $this->f->outbox_message_field($msg, $name);
+        }
+        return ['fields' => $fields, 'seq' => (int)$this->f->outbox_message_seq($msg),
+            'delivery_count' => (int)$this->f->outbox_message_delivery_count($msg)];
+    }
+
+    private static function cString(FFI $f, string $s): FFI\CData
+    {
+        $buf = $f->new('char[' . (strlen($s) + 1) . ']');
+        FFI::memcpy($buf, $s, strlen($s));
+        return $buf;
     }
 
     public function __destruct()

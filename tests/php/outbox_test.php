@@ -120,11 +120,50 @@ $pdo->exec("DELETE FROM $schema.outbox_receipts");
 $pdo->exec("UPDATE $schema.outbox_relay SET cursor = 0");
 $stats = $relayStep();
 check('relay published it again', $stats['published'] === 1, json_encode($stats));
-$got = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1);
-check('redelivery recognised as a duplicate', $got['duplicates'] === 1 && $got['processed'] === 0, json_encode($got));
+$got = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 0, 2000);
+check('redelivery recognised as a duplicate (the handler does not run)', $got['processed'] === 0, json_encode($got));
 check('effect applied exactly once', (int)$pdo->query("SELECT count(*) FROM $schema.audit_log")->fetchColumn() === 1);
 $rollbackEmpty = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1, 500);
-check('nothing from the rolled-back insert ever arrives', $rollbackEmpty['processed'] + $rollbackEmpty['duplicates'] === 0);
+check('nothing from the rolled-back insert ever arrives, the duplicate was acknowledged', $rollbackEmpty['processed'] === 0);
+
+// 3b. The library's loop from PHP: a failing handler is retried up to consumer.delivery_limit, then
+// dead-lettered; a lost connection under the handler is no attempt (the message comes back).
+$loopName = "php-loop-$suffix";
+$loopOptions = $subscriberOptions + ['consumer.delivery_limit' => '2'];
+$loopConsumer = new OutboxConsumer($outbox, $outbox->config($loopOptions), $loopName);
+$loopConsumer->connect();
+$store->insert('PRD', ['XPRD01' => 'Poison', 'XPRD02' => 1, 'TREC' => 'N']);
+$relayStep();
+$calls = 0;
+$handled = $loopConsumer->run(function (array $event, PDO $pdo) use (&$calls): void {
+    $calls++;
+    throw new RuntimeException('the handler says no');
+}, $pdo, null, 2.0);
+check('a failing handler runs consumer.delivery_limit times, then the event is dead-lettered', $calls === 2 && $handled === 0, "calls $calls, handled $handled");
+$dead = $loopConsumer->next(0); // nothing left in the queue: it went to the dead-letter queue
+check('the dead-lettered event is not redelivered', $dead === null);
+$store->insert('PRD', ['XPRD01' => 'Flaky', 'XPRD02' => 2, 'TREC' => 'N']);
+$relayStep();
+$lostPdo = PgUrl::pdo($pgUrl);
+$lostPdo->exec("SET search_path TO $schema");
+try {
+    $loopConsumer->run(function (array $event, PDO $conn) use ($pdo): void {
+        $pid = (int)$conn->query('SELECT pg_backend_pid()')->fetchColumn();
+        $pdo->query("SELECT pg_terminate_backend($pid)");
+        $conn->query('SELECT 1');
+    }, $lostPdo, 1);
+    check('a lost connection under the handler ends the run', false, 'returned');
+} catch (OutboxException $e) {
+    check('a lost connection under the handler ends the run with CONNECTION', $e->status === 'CONNECTION', $e->getMessage());
+}
+$calls = 0;
+$handled = $loopConsumer->run(function (array $event, PDO $pdo) use (&$calls): void {
+    if (++$calls === 1) {
+        throw new RuntimeException('transient');
+    }
+}, $pdo, 1, 10.0);
+check('the lost connection was no attempt: one real failure, then handled', $handled === 1 && $calls === 2, "calls $calls, handled $handled");
+unset($loopConsumer);
 
 // 4. Invalid input raises a PHP exception carrying the library's message; nothing is written.
 $wcfg = $outbox->config($base + ['render.placeholders' => 'qmark']);
