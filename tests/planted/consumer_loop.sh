@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The consumer's exactly-once loop lives once, in core (outbox_consumer_settle and friends): a bug
-# planted there must be caught by the C, the Python and the Node suites alike. For each planted bug
-# this script takes a clean copy of the committed tree (git clone of HEAD into
-# $OUTBOX_RUN_DIR/planted), changes one line of core/consumer.cpp, and runs the three suites on that
-# copy exactly as the test command does (scripts/suites.sh cxx_suite, python_suite, node_suite),
-# each with a time limit. Every suite must FAIL, and name the test that caught the bug.
+# The consumer's exactly-once loop lives once, in core (core/consumer_loop.cpp, the step machine
+# every face drives, and Consumer::settle): a bug planted there must be caught by the C, the Python
+# (blocking and asyncio), the Node and the PHP suites alike. For each planted bug this script takes a
+# clean copy of the committed tree (git clone of HEAD into $OUTBOX_RUN_DIR/planted), changes one
+# line of core, and runs the suites on that copy exactly as the test command does (scripts/suites.sh
+# cxx_suite, python_suite, node_suite, php_suite), each with a time limit. Every suite must FAIL,
+# and name the test that caught the bug.
 #   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (default: both)
 # The copy starts throwaway services of its own (scripts/services.sh in the copy, its own run
 # directory, ports from OUTBOX_PLANTED_PORT_BASE, default 57300, up to base+29) and stops them after.
@@ -27,8 +28,9 @@ plant() {
   local file=$1/core/consumer.cpp before after
   case $2 in
     db-lost-counted) # the rule the issue names: a lost database under the handler is no attempt
-      before='        outcome = Outcome::not_processed;'
-      after='        // (planted) outcome = Outcome::not_processed;' ;;
+      file=$1/core/consumer_loop.cpp
+      before='    if (outcome_ == Outcome::handler_failed) {'
+      after='    if (false) { // (planted)' ;;
     limit-off-by-one) # dead-letter one attempt late
       before='        if (s.attempt >= cfg_.consumer_delivery_limit) {'
       after='        if (s.attempt > cfg_.consumer_delivery_limit) {' ;;
@@ -61,7 +63,7 @@ for bug in "${bugs[@]}"; do
   trap '"$src/scripts/services.sh" down >/dev/null 2>&1 || true' EXIT
   eval "$("$src/scripts/services.sh" env)"
   export OUTBOX_PG_URL OUTBOX_AMQP_URL
-  for s in cxx_suite python_suite node_suite; do
+  for s in cxx_suite python_suite node_suite php_suite; do
     log=$run_dir/$bug.$s.log
     rc=0
     timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
