@@ -247,7 +247,8 @@ TEST_F(CapiLoopTest, ALostLentDriverConnectionEndsTheLoopAndTheMessageComesBackU
     // Redelivered, not counted as an attempt: an owned driver connection goes on after OPEN.
     outbox_loop_free(loop);
     loop = nullptr;
-    drv.conn = PQconnectdb(pg_url().c_str());
+    PQfinish(drv.conn);
+    drv.conn = nullptr; // the owned loop asks for its connection first (OUTBOX_LOOP_OPEN)
     new_loop(OUTBOX_LOOP_DRIVER_OWNED, nullptr, 1);
     const std::string sch = schema;
     int64_t handled = 0;
