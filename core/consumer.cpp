@@ -85,7 +85,42 @@ void Consumer::stop() noexcept {
     stop_.store(true, std::memory_order_relaxed);
 }
 
+namespace {
+
+// RabbitMQ (3.10 to 4.0 at least) answers basic.consume on a quorum queue whose Raft member has
+// not started yet with an internal error that closes the connection ({error,noproc} in the
+// broker's log). That happens when instances start together: one declares the queue, another
+// sees it declared and consumes before the queue is ready. It passes within moments.
+bool quorum_queue_not_ready(const Error &e) {
+    const std::string what = e.what();
+    return e.code() == Errc::broker && what.find("basic.consume '") != std::string::npos &&
+           what.find("connection closed by broker: 541 ") != std::string::npos;
+}
+
+} // namespace
+
 void Consumer::connect() {
+    constexpr int kAttempts = 5;
+    for (int attempt = 1;; ++attempt) {
+        try {
+            connect_once();
+            return;
+        } catch (const Error &e) {
+            if (attempt >= kAttempts || cfg_.consumer_queue_type != "quorum" || !quorum_queue_not_ready(e) ||
+                stopping()) {
+                throw;
+            }
+            const int delay_ms = 100 << (attempt - 1); // 100, 200, 400, 800
+            log(LogLevel::warn, "consumer " + name_ + ": a quorum queue is not ready for consumers yet (" + e.what() +
+                                    "); connecting again in " + std::to_string(delay_ms) + " ms");
+            for (int waited = 0; waited < delay_ms && !stopping(); waited += 10) {
+                poll(nullptr, 0, 10);
+            }
+        }
+    }
+}
+
+void Consumer::connect_once() {
     drop();
     amqp::Options o = amqp_options(cfg_, "outbox-consumer " + name_);
     o.first = broker_next_;

@@ -80,6 +80,9 @@ class Consumer {
     // subscriber (consumer.partitions > 0) declares its partition topology instead of the queue
     // and consumes the partitions its membership assigns it (core/partitions.hpp); next()
     // re-reads the membership between messages and reconnects when the assignment changed.
+    // A quorum queue that another instance declared an instant before may not be ready for
+    // consumers yet (the broker then closes the connection on basic.consume): connecting is
+    // retried a few times, within about 1.5 s, before that error is thrown.
     void connect();
 
     // The next valid event, waiting at most timeout_ms; nullopt on timeout or stop. Messages
@@ -158,6 +161,7 @@ class Consumer {
     std::unique_ptr<partitions::Membership> members_;
     std::vector<int> held_;
     mutable std::mutex held_mu_;
+    void connect_once();
     void connect_partitioned(amqp::Connection &conn);
     void rebalance_if_due();
     [[nodiscard]] int partition_of(const std::string &consumer_tag) const;

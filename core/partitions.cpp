@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <random>
 
 namespace outbox::partitions {
@@ -98,16 +99,34 @@ void Membership::open() {
     // The partition count is recorded once per subscriber. Another count would route one
     // aggregate's events to two queues during the change; that is the operator procedure
     // (README: drain, rebind, resume), never a silent mix.
-    pg::Result r = conn_->exec("WITH ins AS (INSERT INTO " + sets_table_ +
-                                   " (consumer, partitions) VALUES ($1, CAST($2 AS integer))"
-                                   " ON CONFLICT (consumer) DO NOTHING RETURNING partitions)"
-                                   " SELECT partitions FROM ins UNION ALL SELECT partitions FROM " +
-                                   sets_table_ + " WHERE consumer = $1",
-                               {consumer_, std::to_string(cfg_.consumer_partitions)});
-    if (r.rows() == 0) {
-        fail(Errc::database, "could not record the partition count of " + consumer_);
+    //
+    // The instances of a new subscriber start together (a deployment's replicas): this insert
+    // then waits for another instance's uncommitted row and, once that commits, does nothing.
+    // The row is newer than the insert's snapshot, so no part of the same statement can read
+    // it: it is read by a statement of its own, with a snapshot taken after that commit (the
+    // connection is in autocommit, whatever its isolation level). Should the record be deleted
+    // in between (an operator changing the count), it is recorded again.
+    const std::string count = std::to_string(cfg_.consumer_partitions);
+    std::optional<long long> found;
+    for (int attempt = 0; attempt < 3 && !found; ++attempt) {
+        pg::Result ins = conn_->exec("INSERT INTO " + sets_table_ +
+                                         " (consumer, partitions) VALUES ($1, CAST($2 AS integer))"
+                                         " ON CONFLICT (consumer) DO NOTHING RETURNING partitions",
+                                     {consumer_, count});
+        if (ins.rows() > 0) {
+            found = ins.get_int(0, 0);
+            continue;
+        }
+        pg::Result sel = conn_->exec("SELECT partitions FROM " + sets_table_ + " WHERE consumer = $1", {consumer_});
+        if (sel.rows() > 0) {
+            found = sel.get_int(0, 0);
+        }
     }
-    const long long recorded = r.get_int(0, 0);
+    if (!found) {
+        fail(Errc::database,
+             "could not record the partition count of " + consumer_ + ": its record was deleted each time it was read");
+    }
+    const long long recorded = *found;
     if (recorded != cfg_.consumer_partitions) {
         conn_.reset();
         fail(Errc::invalid_argument,

@@ -8,7 +8,7 @@ import time
 
 import psycopg
 import pytest
-from conftest import PG_URL, event
+from conftest import PG_URL, event, unique
 
 import outbox
 
@@ -86,3 +86,47 @@ def test_another_partition_count_is_refused_with_invalid_argument(cfg, consumer_
             c.connect()
     assert e.value.code == "INVALID_ARGUMENT"
     assert "partitioned into 4 partitions" in str(e.value)
+
+
+def test_instances_of_a_new_partitioned_subscriber_started_together_all_connect(admin, schema, cfg, amqp):
+    """Issue 29: a deployment starts its N replicas at once. Eight instances of a new partitioned
+    subscriber (a fresh name each round) connect at the same moment, released by a barrier; each
+    records the partition count or reads the one recorded an instant before, and all connect.
+    Twenty rounds in a row."""
+    instances, rounds, partitions = 8, 20, 2
+    cfg["pg.url"] = PG_URL
+    cfg["consumer.partitions"] = partitions
+    failures = []
+    for r in range(rounds):
+        name = unique(f"py-start{r}-")
+        amqp.consumer_topology(name)
+        for i in range(partitions):
+            amqp.queues.append(f"{name}.p{i}")
+        amqp.exchanges.append(f"{name}.partitions")
+        consumers = []
+        for i in range(instances):
+            c = cfg.copy()
+            c["consumer.instance"] = f"i{i}"
+            consumers.append(outbox.Consumer(name, c))
+        barrier = threading.Barrier(instances)
+        errors = [None] * instances
+
+        def connect(i):
+            try:
+                barrier.wait(timeout=30)
+                consumers[i].connect()  # releases the GIL: the connects overlap
+            except Exception as e:  # reported below, with the round
+                errors[i] = e
+
+        threads = [threading.Thread(target=connect, args=(i,)) for i in range(instances)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for c in consumers:
+            c.close()
+        failures += [f"round {r} instance {i}: {type(e).__name__}: {e}" for i, e in enumerate(errors) if e is not None]
+        recorded = admin.execute(f'SELECT partitions FROM "{schema}".outbox_inbox_partitionings WHERE consumer = %s',
+                                 [name]).fetchall()
+        assert recorded == [(partitions,)]
+    assert failures == [], "\n".join(failures)

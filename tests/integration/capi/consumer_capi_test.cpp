@@ -844,6 +844,128 @@ TEST_F(CapiConsumerTest, AHandWrittenLoopSettlesThroughTheLibraryAndALostDatabas
         << "no log line with: " << dead_line;
 }
 
+// ---------------------------------------------------------------------------------------------
+// outbox_consumer_run when the broker closes all of the consumer's connections (as an operator's
+// `rabbitmqctl close_all_connections` or a broker restart does): run reconnects by itself and goes
+// on consuming the events published afterwards, once each. With the consumer's own database
+// connection (db NULL) and with a lent one (outbox_db_wrap). Each of its connections is closed with
+// `rabbitmqctl close_connection`, found by its client-provided name: close_all_connections would
+// also close those of the tests that run side by side with this one (ctest runs them in parallel).
+
+int count_lines(LogSink &sink, const std::string &s) {
+    std::lock_guard<std::mutex> lock(sink.mu);
+    return static_cast<int>(std::count_if(sink.lines.begin(), sink.lines.end(),
+                                          [&](const std::string &l) { return l.find(s) != std::string::npos; }));
+}
+
+class CapiBrokerLossTest : public CapiConsumerTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(CapiBrokerLossTest, RunGoesOnConsumingAfterTheBrokerClosedItsConnections) {
+    const bool lent = GetParam();
+    const std::string name = consumer_name("capi-lost-");
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
+    LogSink sink;
+    ASSERT_EQ(outbox_consumer_set_logger(consumer, capi_log, &sink), OUTBOX_OK);
+    ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error(); // the queue exists from here
+
+    PGconn *raw = nullptr;
+    outbox_db *lent_db = nullptr;
+    if (lent) {
+        raw = PQconnectdb(pg_url().c_str());
+        ASSERT_EQ(PQstatus(raw), CONNECTION_OK) << PQerrorMessage(raw);
+        ASSERT_EQ(outbox_db_wrap(&lent_db, raw, cfg), OUTBOX_OK) << outbox_last_error();
+    }
+    struct CloseLent {
+        outbox_db *&db;
+        PGconn *&raw;
+        ~CloseLent() {
+            outbox_db_close(db);
+            if (raw != nullptr) {
+                PQfinish(raw);
+            }
+        }
+    } close_lent{lent_db, raw};
+
+    RunContext ctx;
+    ctx.schema = schema;
+    std::atomic<int> run_status{1};
+    std::atomic<bool> returned{false};
+    std::string run_error; // read after the join
+    std::thread runner([&] {
+        run_status = outbox_consumer_run(consumer, lent_db, capi_handler, &ctx);
+        run_error = outbox_last_error();
+        returned = true;
+    });
+    struct Join {
+        outbox_consumer *c;
+        std::thread &t;
+        ~Join() {
+            if (t.joinable()) {
+                outbox_consumer_stop(c);
+                t.join();
+            }
+        }
+    } join{consumer, runner};
+
+    constexpr int kBatch = 10;
+    auto publish = [&](const std::string &prefix) {
+        for (int i = 0; i < kBatch; ++i) {
+            outbox_event *e = make_event(prefix + std::to_string(i % 3), "PUT", "{\"i\":" + std::to_string(i) + "}");
+            ASSERT_EQ(outbox_write(db, e), OUTBOX_OK) << outbox_last_error();
+            outbox_event_free(e);
+        }
+        ASSERT_EQ(relay_all(), kBatch);
+    };
+    publish("before");
+    ASSERT_TRUE(eventually([&] { return ctx.ok.load() == kBatch; }, 20s)) << ctx.ok.load() << " of " << kBatch;
+
+    // The consumer's connections are listed by the broker under their client-provided name.
+    const std::string ctl = "timeout 60 " + std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh rabbitmqctl -q";
+    const std::string conn_name = "\"connection_name\",\"outbox-consumer " + name + "\"";
+    std::string listing;
+    std::vector<std::string> pids;
+    int rc = 0;
+    auto listed = [&] {
+        pids.clear();
+        listing = shell(ctl + " list_connections --no-table-headers pid client_properties", &rc);
+        std::istringstream in(listing);
+        std::string line;
+        while (std::getline(in, line)) {
+            if (line.rfind('<', 0) == 0 && line.find(conn_name) != std::string::npos) {
+                pids.push_back(line.substr(0, line.find('\t')));
+            }
+        }
+        return rc == 0 && !pids.empty();
+    };
+    ASSERT_TRUE(eventually(listed, 15s, 200ms)) << "no AMQP connection " << conn_name << ":\n" << listing;
+
+    const int connects_before = count_lines(sink, "connected to RabbitMQ node");
+    for (const auto &pid : pids) {
+        const std::string out =
+            shell(ctl + " close_connection '" + pid + "' 'outbox capi test: connections closed'", &rc);
+        ASSERT_EQ(rc, 0) << out;
+    }
+    ASSERT_TRUE(eventually([&] { return count_lines(sink, "connected to RabbitMQ node") > connects_before; }, 30s))
+        << "outbox_consumer_run did not reconnect to RabbitMQ";
+    EXPECT_FALSE(returned.load()) << "run returned " << run_status.load() << " after the connections were closed";
+
+    publish("after");
+    const bool all = eventually([&] { return ctx.ok.load() == 2 * kBatch; }, 30s);
+    outbox_consumer_stop(consumer);
+    runner.join();
+    EXPECT_TRUE(all) << ctx.ok.load() << " of " << 2 * kBatch << " handled after the broker closed all connections";
+    EXPECT_EQ(run_status.load(), OUTBOX_OK) << run_error;
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM \"" + schema + "\".effects"), std::to_string(2 * kBatch));
+    EXPECT_EQ(admin.scalar("SELECT count(*) FROM \"" + schema + "\".effects WHERE n <> 1"), "0");
+    EXPECT_EQ(inbox_rows("consumer = '" + name + "'"), 2 * kBatch);
+    if (lent) {
+        EXPECT_EQ(PQstatus(raw), CONNECTION_OK) << "a lent connection is never closed by the library";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(OwnAndLentConnection, CapiBrokerLossTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &p) { return p.param ? "Lent" : "Own"; });
+
 // Bad arguments of the consumer entry points.
 TEST_F(CapiConsumerTest, ConsumerEntryPointsRefuseNullArguments) {
     outbox_consumer *c = reinterpret_cast<outbox_consumer *>(this);

@@ -477,6 +477,69 @@ TEST_F(PartitionTest, AnotherPartitionCountIsRefusedWithTheProcedure) {
     }
 }
 
+// Issue 29: the instances of a new partitioned subscriber start at the same moment (a deployment
+// of N replicas). Each records the subscriber's partition count, or reads the one another
+// instance recorded an instant before; every one of them connects. Eight instances released
+// together by a barrier, a fresh subscriber name each round, twenty rounds in a row.
+TEST_F(PartitionTest, InstancesOfANewSubscriberStartedTogetherAllConnect) {
+    constexpr int kInstances = 8;
+    constexpr int kRounds = 20;
+    constexpr int kPartitions = 2;
+    int failed_rounds = 0;
+    std::string failures;
+    for (int round = 0; round < kRounds; ++round) {
+        const std::string name = subscriber("it-start" + std::to_string(round), kPartitions);
+        std::vector<std::unique_ptr<outbox::Consumer>> instances;
+        for (int i = 0; i < kInstances; ++i) {
+            instances.push_back(
+                std::make_unique<outbox::Consumer>(partitioned(kPartitions, "i" + std::to_string(i)), name));
+        }
+        std::atomic<int> ready{0};
+        std::atomic<bool> go{false};
+        std::vector<std::string> errors(kInstances);
+        std::vector<std::thread> threads;
+        threads.reserve(kInstances);
+        for (int i = 0; i < kInstances; ++i) {
+            threads.emplace_back([&, i] {
+                ++ready;
+                while (!go.load()) {
+                    std::this_thread::yield();
+                }
+                try {
+                    instances[static_cast<size_t>(i)]->connect();
+                } catch (const outbox::Error &e) {
+                    errors[static_cast<size_t>(i)] = std::string(outbox::errc_name(e.code())) + ": " + e.what();
+                } catch (const std::exception &e) {
+                    errors[static_cast<size_t>(i)] = e.what();
+                }
+            });
+        }
+        const bool all_ready = eventually([&] { return ready.load() == kInstances; }, 10s, 1ms);
+        go = true;
+        for (auto &t : threads) {
+            t.join();
+        }
+        ASSERT_TRUE(all_ready);
+        int failed = 0;
+        for (int i = 0; i < kInstances; ++i) {
+            if (!errors[static_cast<size_t>(i)].empty()) {
+                ++failed;
+                failures += "round " + std::to_string(round) + " instance " + std::to_string(i) + ": " +
+                            errors[static_cast<size_t>(i)] + "\n";
+            }
+        }
+        failed_rounds += failed > 0 ? 1 : 0;
+        if (failed == 0) {
+            EXPECT_EQ(scalar_long("SELECT partitions FROM \"" + cfg.schema + "\".\"" + cfg.inbox_table +
+                                  "_partitionings\" WHERE consumer = '" + name + "'"),
+                      kPartitions);
+        }
+        instances.clear(); // leave the membership
+    }
+    std::printf("[ stats    ] %d of %d rounds had an instance that failed to connect\n", failed_rounds, kRounds);
+    EXPECT_EQ(failed_rounds, 0) << failures;
+}
+
 // A poison event of a partitioned subscriber is dead-lettered with its aggregate and partition
 // queue; the aggregate's later events go on, and the order check reports the gap.
 TEST_F(PartitionTest, PoisonEventIsDeadLetteredWithItsAggregateAndLaterEventsGoOn) {
