@@ -24,6 +24,17 @@ runner_suite() {
   python3 "$root/tests/runner/check_sizes.py"
 }
 
+# The builds that `scripts/test.sh SUITE...` makes first when a named suite needs one that no suite
+# named before it makes (in the full run, installed_suite makes the release build and cxx_suite
+# the sanitizer build).
+release_build() {
+  "$root/scripts/build.sh" release
+}
+
+asan_build() {
+  "$root/scripts/build.sh" asan
+}
+
 # Each integration test is a ctest test of its own (tests/CMakeLists.txt): they run side by side.
 cxx_suite() {
   "$root/scripts/build.sh" asan
