@@ -28,8 +28,8 @@
 # kernel's ephemeral range, so an outgoing connection never holds one): epmd base+1; RabbitMQ node N AMQP
 # base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
 # $OUTBOX_CLUSTER_DIR (default $OUTBOX_RUN_DIR/cluster; OUTBOX_RUN_DIR defaults to .run). Node N opens
-# its connections to the other nodes from 127.0.1.N (all of 127/8 is loopback), so a cut can tell them from client and CLI connections; the
-# nodes' net_ticktime is 10 s, so a cut node notices within about 12 s and pauses (pause_minority).
+# its connections to the other nodes from 127.0.1.N (all of 127/8 is loopback), so a cut can tell
+# them from client and CLI connections; the nodes' net_ticktime is 10 s, so a cut node notices within about 12 s and pauses (pause_minority).
 set -euo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=scripts/lib.sh
