@@ -14,8 +14,8 @@
 #   status               each node, the cluster's members, the PostgreSQL roles and sync state
 #   env                  export OUTBOX_CLUSTER_AMQP_URL (the 3 nodes, a list) and OUTBOX_CLUSTER_PG_URL
 #                        (both servers, target_session_attrs=read-write), then OUTBOX_AMQP_URL and
-#                        OUTBOX_PG_URL set to them: the names the outbox command and the C, Python,
-#                        Node and PHP faces read. eval "$(scripts/cluster.sh env)" points them at the clusters
+#                        OUTBOX_PG_URL set to them: the names the outbox command, outbox_config_from_env(),
+#                        the Python package, Node's Relay and the examples read
 #   kill-node N          kill -9 RabbitMQ node N (1-3);  start-node N  starts it again (it rejoins)
 #   cut-node N           cut RabbitMQ node N off the other two (nftables: their Erlang distribution
 #                        traffic is dropped; clients still reach every node); needs root.  heal  undoes it
