@@ -13,7 +13,9 @@
 #   down [--purge]       stop everything (--purge: delete the cluster's data too)
 #   status               each node, the cluster's members, the PostgreSQL roles and sync state
 #   env                  export OUTBOX_CLUSTER_AMQP_URL (the 3 nodes, a list) and OUTBOX_CLUSTER_PG_URL
-#                        (both servers, target_session_attrs=read-write)
+#                        (both servers, target_session_attrs=read-write), then OUTBOX_AMQP_URL and
+#                        OUTBOX_PG_URL set to them: the names the outbox command, outbox_config_from_env(),
+#                        the Python package, Node's Relay and the examples read
 #   kill-node N          kill -9 RabbitMQ node N (1-3);  start-node N  starts it again (it rejoins)
 #   cut-node N           cut RabbitMQ node N off the other two (nftables: their Erlang distribution
 #                        traffic is dropped; clients still reach every node); needs root.  heal  undoes it
@@ -25,9 +27,9 @@
 # Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 27000: below the
 # kernel's ephemeral range, so an outgoing connection never holds one): epmd base+1; RabbitMQ node N AMQP
 # base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
-# $OUTBOX_CLUSTER_DIR (default .run/cluster). Node N opens its connections to the other nodes from
-# 127.0.1.N (all of 127/8 is loopback), so a cut can tell them from client and CLI connections; the
-# nodes' net_ticktime is 10 s, so a cut node notices within about 12 s and pauses (pause_minority).
+# $OUTBOX_CLUSTER_DIR (default $OUTBOX_RUN_DIR/cluster; OUTBOX_RUN_DIR defaults to .run). Node N opens
+# its connections to the other nodes from 127.0.1.N (all of 127/8 is loopback), so a cut can tell
+# them from client and CLI connections; the nodes' net_ticktime is 10 s, so a cut node notices within about 12 s and pauses (pause_minority).
 set -euo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 # shellcheck source=scripts/lib.sh
@@ -184,6 +186,12 @@ cmd_env() {
     printf "export OUTBOX_CLUSTER_AMQP_URL='%s'\n" "$urls"
     printf "export OUTBOX_CLUSTER_PG_URL='postgresql://%s:%s@%s:%s,%s:%s/outbox?target_session_attrs=read-write'\n" \
         "$pg_user" "$pg_password" "$host" "$(pg_port a)" "$host" "$(pg_port b)"
+    # The names the library reads (core/config.cpp: pg.url and amqp.url fall back to them). Written
+    # as references, not as 'quoted values': tests/faults/run takes only the OUTBOX_CLUSTER_* lines.
+    # shellcheck disable=SC2016
+    printf 'export OUTBOX_AMQP_URL="$OUTBOX_CLUSTER_AMQP_URL"\n'
+    # shellcheck disable=SC2016
+    printf 'export OUTBOX_PG_URL="$OUTBOX_CLUSTER_PG_URL"\n'
 }
 
 cmd_status() {

@@ -14,14 +14,25 @@ sanitizer_env() {
 }
 
 # The test runner itself: a failing first step fails a suite, a hang fails in time, an empty
-# GoogleTest filter fails (tests/runner/selftest.sh); every report the README cites names the
-# commit it measured.
+# GoogleTest filter fails (tests/runner/selftest.sh); every report the README, docs/ and
+# bench/README.md cite names the commit it measured.
 runner_suite() {
   "$root/tests/runner/selftest.sh"
-  python3 "$root/tests/runner/check_cited_reports.py" "$root/README.md"
+  python3 "$root/tests/runner/check_cited_reports.py" "$root/README.md" "$root"/docs/*.md "$root/bench/README.md"
   # One idea a file, one job a function: no function in core/, capi/, cli/ over 120 lines, no source
   # file outside tests/ over 1,000.
   python3 "$root/tests/runner/check_sizes.py"
+}
+
+# The builds that `scripts/test.sh SUITE...` makes first when a named suite needs one that no suite
+# named before it makes (in the full run, installed_suite makes the release build and cxx_suite
+# the sanitizer build).
+release_build() {
+  "$root/scripts/build.sh" release
+}
+
+asan_build() {
+  "$root/scripts/build.sh" asan
 }
 
 # Each integration test is a ctest test of its own (tests/CMakeLists.txt): they run side by side.

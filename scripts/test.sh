@@ -12,20 +12,91 @@
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
 # scripts/suite_lib.sh), after a self-test of that machinery (tests/runner/selftest.sh).
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
+#
+#   scripts/test.sh              every suite, in the order above
+#   scripts/test.sh SUITE...     only the named suites (in the order above), e.g. `scripts/test.sh python`
+#                                or `scripts/test.sh cxx security`; first the builds they need that no
+#                                named suite makes (`scripts/build.sh release` for faults, abi, valgrind,
+#                                php, ctypes; `scripts/build.sh asan` for security), and the services
+#                                only when a named suite needs them (runner and fuzz do not)
+#   scripts/test.sh --list       the suites' names, one a line, with what each runs
+# An unknown suite name is a usage error (exit 2).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,14p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,23p' "$0"; exit 0; fi
+
+# Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
+# counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
+# The table of suites, in the order they run: short name (the function without _suite), title,
+# time limit in seconds. The short name is what `scripts/test.sh SUITE` takes.
+suite_table=(
+  "runner|test runner: failing steps, time limits, empty filters, cited reports, sizes|120"
+  "cxx|C++ (GoogleTest, ASan+UBSan)|1200"
+  "security|security: least privilege, TLS, secrets, injection|300"
+  "fuzz|fuzz (brief, libFuzzer)|300"
+  "installed|installed library (pkg-config, find_package, C example)|900"
+  "faults|fault injection, quick subset, clusters included (tests/faults/run --quick)|900"
+  "abi|ABI: doc comments, exported symbols, libabigail baseline|180"
+  "tsan|threads under ThreadSanitizer|900"
+  "valgrind|C examples under valgrind (memcheck)|300"
+  "php|PHP package through FFI (DataStore, subscriber, php-cgi, Composer)|120"
+  "ctypes|Python ctypes against liboutbox.so|120"
+  "node|Node: the npm tarball packed and installed, node --test against it|900"
+  "python|Python (pytest)|900"
+  "bench|bench: bench/run --quick produces every figure|600"
+  "demo|demo: the documents' system end to end (PHP, Python, C writers; Node, Python, C subscribers)|300"
+)
+# What a suite needs that an earlier suite of the full run makes: the release build and _install/
+# (scripts/build.sh release, made by `installed`), the sanitizer build (scripts/build.sh asan, made
+# by `cxx`). Every other suite builds and installs what it uses itself.
+needs_release=" faults abi valgrind php ctypes "
+needs_asan=" security "
+# Suites that use no PostgreSQL or RabbitMQ.
+no_services=" runner fuzz "
+
+if [[ "${1:-}" == "--list" ]]; then
+  for row in "${suite_table[@]}"; do IFS='|' read -r short title _ <<<"$row"; printf '%-10s %s\n' "$short" "$title"; done
+  exit 0
+fi
+
+# The suites to run: every one, or those named (each at most once, in the table's order).
+declare -A named=()
+for arg in "$@"; do
+  known=0
+  for row in "${suite_table[@]}"; do
+    IFS='|' read -r short _ <<<"$row"
+    if [[ "$arg" == "$short" || "$arg" == "${short}_suite" ]]; then named[$short]=1; known=1; fi
+  done
+  if [[ $known == 0 ]]; then
+    echo "scripts/test.sh: unknown suite '$arg'; the suites are: $(for row in "${suite_table[@]}"; do printf '%s ' "${row%%|*}"; done)" >&2
+    echo "usage: scripts/test.sh [--list | SUITE...]" >&2
+    exit 2
+  fi
+done
+selected=()
+for row in "${suite_table[@]}"; do
+  short=${row%%|*}
+  if [[ $# == 0 || -n "${named[$short]:-}" ]]; then selected+=("$row"); fi
+done
+
+want_services=1
+if [[ $# -gt 0 ]]; then
+  want_services=0
+  for row in "${selected[@]}"; do [[ "$no_services" == *" ${row%%|*} "* ]] || want_services=1; done
+fi
 
 "$root/scripts/deps.sh"
 started_here=0
-if ! "$root/scripts/services.sh" status >/dev/null 2>&1; then started_here=1; fi
-"$root/scripts/services.sh" up
-eval "$("$root/scripts/services.sh" env)"
-export OUTBOX_PG_URL OUTBOX_AMQP_URL
+if [[ $want_services == 1 ]]; then
+  if ! "$root/scripts/services.sh" status >/dev/null 2>&1; then started_here=1; fi
+  "$root/scripts/services.sh" up
+  eval "$("$root/scripts/services.sh" env)"
+  export OUTBOX_PG_URL OUTBOX_AMQP_URL
+fi
 cleanup() { if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi; }
 trap cleanup EXIT
 
@@ -33,22 +104,23 @@ trap cleanup EXIT
 source "$root/scripts/suite_lib.sh"
 suites=$root/scripts/suites.sh
 
-# Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
-# counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
-suite "test runner: failing steps, time limits, empty filters, cited reports, sizes" 120 "$suites" runner_suite
-suite "C++ (GoogleTest, ASan+UBSan)" 1200 "$suites" cxx_suite
-suite "security: least privilege, TLS, secrets, injection" 300 "$suites" security_suite
-suite "fuzz (brief, libFuzzer)" 300 "$suites" fuzz_suite
-suite "installed library (pkg-config, find_package, C example)" 900 "$suites" installed_suite
-suite "fault injection, quick subset, clusters included (tests/faults/run --quick)" 900 "$suites" faults_suite
-suite "ABI: doc comments, exported symbols, libabigail baseline" 180 "$suites" abi_suite
-suite "threads under ThreadSanitizer" 900 "$suites" tsan_suite
-suite "C examples under valgrind (memcheck)" 300 "$suites" valgrind_suite
-suite "PHP package through FFI (DataStore, subscriber, php-cgi, Composer)" 120 "$suites" php_suite
-suite "Python ctypes against liboutbox.so" 120 "$suites" ctypes_suite
-suite "Node: the npm tarball packed and installed, node --test against it" 900 "$suites" node_suite
-suite "Python (pytest)" 900 "$suites" python_suite
-suite "bench: bench/run --quick produces every figure" 600 "$suites" bench_suite
-suite "demo: the documents' system end to end (PHP, Python, C writers; Node, Python, C subscribers)" 300 "$suites" demo_suite
+# Only named suites: first the builds they need that no suite named before them makes.
+if [[ $# -gt 0 ]]; then
+  release=0 asan=0
+  for row in "${selected[@]}"; do
+    short=${row%%|*}
+    [[ $short == installed ]] && release=2   # it builds release itself, before the suites after it
+    [[ $short == cxx ]] && asan=2
+    [[ "$needs_release" == *" $short "* && $release == 0 ]] && release=1
+    [[ "$needs_asan" == *" $short "* && $asan == 0 ]] && asan=1
+  done
+  if [[ $release == 1 ]]; then suite "build: scripts/build.sh release (for the named suites)" 900 "$suites" release_build; fi
+  if [[ $asan == 1 ]]; then suite "build: scripts/build.sh asan (for the named suites)" 1200 "$suites" asan_build; fi
+fi
+
+for row in "${selected[@]}"; do
+  IFS='|' read -r short title limit <<<"$row"
+  suite "$title" "$limit" "$suites" "${short}_suite"
+done
 
 suite_summary

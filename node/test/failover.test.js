@@ -1,6 +1,6 @@
 'use strict';
-// A PostgreSQL failover as a connection the library owns sees it (README, "Running against a
-// cluster"): a libpq multi-host URL whose first host is down reaches the server that accepts
+// A PostgreSQL failover as a connection the library owns sees it (docs/cluster.md, "PostgreSQL
+// failover"): a libpq multi-host URL whose first host is down reaches the server that accepts
 // writes (target_session_attrs=read-write, as after a promotion). A connection lost inside a
 // transaction fails that transaction with CONNECTION and is never reopened inside it; the next
 // transaction opens it again by itself, through the same host list. The fault suite shows the same

@@ -1,4 +1,4 @@
-"""A PostgreSQL failover as an owned ``outbox.Db`` sees it (README, "Running against a cluster").
+"""A PostgreSQL failover as an owned ``outbox.Db`` sees it (docs/cluster.md, "PostgreSQL failover").
 
 A libpq multi-host conninfo whose first host is down reaches the server that accepts writes
 (``target_session_attrs=read-write``, as after a promotion). A connection lost inside a

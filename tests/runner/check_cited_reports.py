@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every measurement report the README cites names the commit whose code it measured.
+"""Every measurement report the README and docs/ cite names the commit whose code it measured.
 
     tests/runner/check_cited_reports.py [README.md ...]
 
