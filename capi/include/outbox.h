@@ -927,6 +927,74 @@ OUTBOX_API outbox_status outbox_event_field(const char **name, outbox_field_kind
  */
 OUTBOX_API const char *outbox_statement_param_name(const outbox_statement *st, size_t index);
 /**
+ * The write of one event on your driver's own connection, step by step (what outbox_write() does
+ * on a connection of the library's): the statements to run in order, and what your driver's error
+ * means. Ask outbox_write_plan_next() for the statement, run it in your transaction, report
+ * outbox_write_plan_done() or outbox_write_plan_failed(), until it hands out none; then
+ * outbox_write_plan_result(). With an idempotency key inside a transaction the INSERT runs in a
+ * savepoint, so a reused key leaves your transaction usable. Destroy with outbox_write_plan_free().
+ */
+typedef struct outbox_write_plan outbox_write_plan;
+
+/** Which statement outbox_write_plan_next() hands out (a driver may use its own call for some). */
+typedef enum outbox_write_step {
+    OUTBOX_WRITE_SAVEPOINT = 1,   /**< "SAVEPOINT outbox_write" */
+    OUTBOX_WRITE_INSERT = 2,      /**< the event's INSERT; report its row (the seq) */
+    OUTBOX_WRITE_RELEASE = 3,     /**< "RELEASE SAVEPOINT outbox_write" */
+    OUTBOX_WRITE_ROLLBACK_TO = 4, /**< "ROLLBACK TO SAVEPOINT outbox_write" */
+    OUTBOX_WRITE_LOOKUP = 5       /**< which event holds the reused key; report its row, or none */
+} outbox_write_step;
+
+/**
+ * Plans the write of `ev` (validated, named and given its id now, as outbox_render_write() does).
+ * @param[out] out destroy with outbox_write_plan_free().
+ * @param cfg the configuration (outbox.table, ...); NULL for the defaults. Must outlive the plan.
+ * @param ev the event (must outlive the plan); after a successful write outbox_event_seq() is set.
+ * @param tx your connection's state: OUTBOX_TX_IDLE (autocommit: the INSERT is its own
+ *        transaction), OUTBOX_TX_INTRANS (in a transaction, or one your driver begins at the first
+ *        statement), OUTBOX_TX_INERROR (aborted: the plan ends at once with OUTBOX_ERR_TRANSACTION).
+ * @param placeholders your driver's placeholder style (render.placeholders); NULL: the configuration's.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL, an unknown tx state or style),
+ *         OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE (the event: nothing runs).
+ */
+OUTBOX_API outbox_status outbox_write_plan_new(outbox_write_plan **out, const outbox_config *cfg, outbox_event *ev,
+                                               outbox_tx_state tx, const char *placeholders);
+/** Frees the plan. NULL is a no-op. */
+OUTBOX_API void outbox_write_plan_free(outbox_write_plan *plan);
+/**
+ * The next statement to run.
+ * @param[out] step may be NULL; an outbox_write_step.
+ * @return the statement (borrowed, valid until the next report), or NULL when the plan is done.
+ */
+OUTBOX_API const outbox_statement *outbox_write_plan_next(const outbox_write_plan *plan, int *step);
+/**
+ * The statement ran.
+ * @param row its first row's values as text (NULL entries for SQL NULL); NULL with `columns` 0 for none.
+ * @return OUTBOX_OK (an INSERT row without its sequence number ends the plan with
+ *         OUTBOX_ERR_INTERNAL); OUTBOX_ERR_INVALID_ARGUMENT (NULL plan, a plan that is done).
+ */
+OUTBOX_API outbox_status outbox_write_plan_done(outbox_write_plan *plan, const char *const *row, size_t columns);
+/**
+ * The statement failed; the plan judges it (a unique violation of the key's constraint, or of one
+ * your driver does not name, is a reused key; no SQLSTATE with `connection_closed` is a lost connection).
+ * @param sqlstate the server's SQLSTATE; NULL or "" when the driver has none.
+ * @param constraint the constraint the server named (23505); NULL or "" when the driver does not say.
+ * @param message the driver's message (copied).
+ * @param connection_closed non-zero when the driver says its connection is gone.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL plan, a plan that is done).
+ */
+OUTBOX_API outbox_status outbox_write_plan_failed(outbox_write_plan *plan, const char *sqlstate, const char *constraint,
+                                                  const char *message, int connection_closed);
+/**
+ * How the write ended, once outbox_write_plan_next() hands out nothing; sets outbox_last_error().
+ * @return OUTBOX_OK (written: outbox_event_seq()); OUTBOX_ERR_DUPLICATE (a reused idempotency key:
+ *         "idempotency_key is already used by event <id>"), OUTBOX_ERR_TRANSACTION (aborted
+ *         transaction), OUTBOX_ERR_CONNECTION, OUTBOX_ERR_DATABASE, OUTBOX_ERR_SCHEMA (as the
+ *         SQLSTATE says), OUTBOX_ERR_INTERNAL (the INSERT returned no sequence number);
+ *         OUTBOX_ERR_INVALID_ARGUMENT (NULL, or the plan is not done).
+ */
+OUTBOX_API outbox_status outbox_write_plan_result(const outbox_write_plan *plan);
+/**
  * The status the library gives a PostgreSQL error of this SQLSTATE (e.g. "23505" ->
  * OUTBOX_ERR_DUPLICATE, "08006" -> OUTBOX_ERR_CONNECTION, "42P01" -> OUTBOX_ERR_SCHEMA), for
  * errors a caller's own driver raised running a rendered statement. Does not touch the last error.

@@ -949,6 +949,46 @@ Register r_loop({"outbox_loop_new", "outbox_loop_free", "outbox_loop_next", "out
     outbox_loop_free(l);
     outbox_consumer_free(c);
 });
+Register r_write_plan({"outbox_write_plan_new", "outbox_write_plan_free", "outbox_write_plan_next",
+                       "outbox_write_plan_done", "outbox_write_plan_failed", "outbox_write_plan_result"},
+                      [](Sweep &s) {
+    outbox_write_plan *p = reinterpret_cast<outbox_write_plan *>(&s);
+    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(p, nullptr);
+    EXPECT_STATUS(outbox_write_plan_new(nullptr, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(outbox_write_plan_next(nullptr, nullptr), nullptr);
+    EXPECT_STATUS(outbox_write_plan_done(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_plan_failed(nullptr, nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_plan_result(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_write_plan_free(nullptr);
+    outbox_event *ev = s.make_event("sweep-plan");
+    for (int bad : {-1, 1, 4, 99}) {
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, static_cast<outbox_tx_state>(bad), nullptr),
+                      OUTBOX_ERR_INVALID_ARGUMENT);
+    }
+    const std::string style = kHuge;
+    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, style.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_event *empty = nullptr;
+    ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, empty, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_EVENT);
+    outbox_event_free(empty);
+    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_INERROR, nullptr), OUTBOX_OK);
+    EXPECT_EQ(outbox_write_plan_next(p, nullptr), nullptr);
+    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_TRANSACTION);
+    outbox_write_plan_free(p);
+    // A driver's failure with a 16 MiB message that is not UTF-8: the error is short and valid.
+    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, "qmark"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_INVALID_ARGUMENT);
+    std::string why = kHuge;
+    why[5] = '\xff';
+    EXPECT_STATUS(outbox_write_plan_failed(p, "08006", kHuge.c_str(), why.c_str(), 1), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_CONNECTION);
+    EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 3), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_write_plan_free(p);
+    outbox_event_free(ev);
+});
 Register r_consumer_run({"outbox_consumer_run", "outbox_handler_error"}, [](Sweep &s) {
     auto handler = [](outbox_db *, const outbox_message *, void *) { return 0; };
     EXPECT_STATUS(outbox_consumer_run(nullptr, nullptr, handler, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
