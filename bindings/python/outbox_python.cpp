@@ -12,6 +12,7 @@
 //
 // The Pythonic API (events, JSON, drivers, transactions, the consumer loop) is python/outbox/.
 #include "marshal.hpp"
+#include "write_plan.hpp"
 
 #include <outbox.h>
 
@@ -836,6 +837,14 @@ PYBIND11_MODULE(_native, m) {
              {"LOOP_DRIVER_OWNED", OUTBOX_LOOP_DRIVER_OWNED},
              {"HANDLER_OK", OUTBOX_HANDLER_OK},
              {"HANDLER_FAILED", OUTBOX_HANDLER_FAILED},
+             {"WRITE_SAVEPOINT", OUTBOX_WRITE_SAVEPOINT},
+             {"WRITE_INSERT", OUTBOX_WRITE_INSERT},
+             {"WRITE_RELEASE", OUTBOX_WRITE_RELEASE},
+             {"WRITE_ROLLBACK_TO", OUTBOX_WRITE_ROLLBACK_TO},
+             {"WRITE_LOOKUP", OUTBOX_WRITE_LOOKUP},
+             {"TX_IDLE", OUTBOX_TX_IDLE},
+             {"TX_INTRANS", OUTBOX_TX_INTRANS},
+             {"TX_INERROR", OUTBOX_TX_INERROR},
          }) {
         m.attr(name) = value;
     }
@@ -922,6 +931,8 @@ PYBIND11_MODULE(_native, m) {
         .def("dead_letter", &Consumer::dead_letter, "message"_a, "reason"_a)
         .def("stop", &Consumer::stop)
         .def("reset", &Consumer::reset);
+
+    register_write_plan(m);
 
     py::class_<Loop>(m, "Loop")
         .def(py::init<py::object, Db *, int, int64_t, int64_t, const py::object &>(), "consumer"_a, "db"_a,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Tuple, Uni
 
 from . import _drivers as d
 from ._config import ConfigLike
-from . import _loop
+from . import _loop, _native
 from ._consumer import Consumer, Message
 from ._db import DedupeResult, Order, _dedupe_key
 from ._errors import ArgumentTypeError, ConnectionLost, TransactionError
@@ -123,44 +123,23 @@ async def write_async(conn: Any, event: Any = None, /, *, config: ConfigLike = N
     usable (a savepoint, as ``outbox_write`` does).
     """
     drv = _driver(conn)
-    fields_t = event_fields(event, fields)
     prof = d.profile(config, drv.placeholders)
-    import outbox._native as native
-
-    sql, params, event_id, event_type = native.render_write(prof.native, fields_t)
-    state = drv.state(conn)
-    if state == d.INERROR:
-        raise d.aborted()
-    key = fields_t[d._KEY]
-    sp = key is not None and (state == d.INTRANS or not drv.autocommit(conn))  # type: ignore[attr-defined]
-    try:
-        if sp:
-            await drv.simple(conn, d.SAVEPOINT)
-        row = await drv.run(conn, sql, params)
-    except Exception as exc:
-        err = d.mapped(exc, "outbox write")
-        if sp and err.code != "CONNECTION":
-            try:
-                await drv.simple(conn, d.ROLLBACK_TO)
-                await drv.simple(conn, d.RELEASE)
-            except Exception:
-                pass
-        if key is not None and d.is_key_reuse(exc, prof):
-            by = None
-            try:
-                found = await drv.run(conn, prof.lookup(), prof.lookup_params(key))
-                by = str(found[0]) if found else None
-            except Exception:
-                pass  # the message just names no event
-            err = d.duplicate(by)
-        raise err from exc
-    if sp:
+    plan = _native.WritePlan(prof.native, event_fields(event, fields), d.plan_tx(drv.state(conn), drv.autocommit(conn)),
+                             drv.placeholders)
+    state = None
+    while True:  # the library's write plan (outbox_write_plan_*), each statement awaited on the driver
+        st = plan.next()
+        if st is None:
+            return d.result(plan, state)
+        step, sql, params = st
         try:
-            await drv.simple(conn, d.RELEASE)
+            row = await (drv.run(conn, sql, params) if step in d._ROWS else drv.simple(conn, sql))
         except Exception as exc:
-            raise d.mapped(exc, "outbox write") from exc
-    assert row is not None
-    return Written(str(event_id), str(event_type), int(row[0]))
+            why = d.failure(exc, drv.is_lost(conn))  # type: ignore[attr-defined]
+            state = why[0]
+            plan.failed(*why)
+            continue
+        plan.done(row)
 
 
 async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[int] = None,

@@ -11,49 +11,33 @@ Nothing here decides what the library decides: this module only runs statements 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
-from ._errors import ConnectionLost, DuplicateEvent, Error, TransactionError, error_class
+from ._errors import ConnectionLost, Error, TransactionError, error_class
 from ._events import Written
 
 # Transaction states, as libpq names them (PQtransactionStatus).
 IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = 0, 1, 2, 3, 4
 
-_KEY = 8  # idempotency_key's place in the native field tuple (outbox_event_field order)
 _CONNECTION = -6
-_DUPLICATE = -4
-SAVEPOINT = "SAVEPOINT outbox_write"
-ROLLBACK_TO = "ROLLBACK TO SAVEPOINT outbox_write"
-RELEASE = "RELEASE SAVEPOINT outbox_write"
 
 _DEFAULTS = Config()
 
 
 class Profile:
     """What a driver path needs of a configuration, derived once per (configuration, placeholder
-    style): the native configuration to render with, and the idempotency index name."""
+    style): the native configuration to render with."""
 
-    __slots__ = ("native", "index", "table", "check_order", "placeholders")
+    __slots__ = ("native", "check_order", "placeholders")
 
     def __init__(self, config: Config, placeholders: str) -> None:
         c = config.copy()
         c["render.placeholders"] = placeholders
         self.native = c.native
         self.placeholders = placeholders
-        self.index = str(_native.idempotency_index(c.native))
-        # Validated SQL identifiers (outbox_config_set refuses anything else).
-        self.table = f'"{c["outbox.schema"]}"."{c["outbox.table"]}"'
         self.check_order = c["inbox.order_check"] == "true"
-
-    def lookup(self) -> str:
-        """The statement that names the event holding an idempotency key (one parameter)."""
-        p = {"dollar": "$1", "format": "%s", "named": ":p1", "pyformat": "%(p1)s", "qmark": "?"}[self.placeholders]
-        return f"SELECT outbox_id FROM {self.table} WHERE idempotency_key = {p}"
-
-    def lookup_params(self, key: str) -> Any:
-        return {"p1": key} if self.placeholders in ("named", "pyformat") else (key,)
 
 
 def profile(config: ConfigLike, placeholders: str) -> Profile:
@@ -117,23 +101,6 @@ def mapped(exc: BaseException, context: str) -> Error:
     return error_class(status)(f"{context}: {text}{where}{hint}", sqlstate=state)
 
 
-def is_key_reuse(exc: BaseException, prof: Profile) -> bool:
-    """A unique violation of the outbox's idempotency index (any 23505 when the driver does not
-    name the constraint)."""
-    if int(_native.status_for_sqlstate(sqlstate_of(exc))) != _DUPLICATE:
-        return False
-    name = constraint_of(exc)
-    return name is None or name == prof.index
-
-
-def duplicate(by: Optional[str]) -> DuplicateEvent:
-    return DuplicateEvent("idempotency_key is already used" + (f" by event {by}" if by else ""), sqlstate="23505")
-
-
-def aborted() -> TransactionError:
-    return TransactionError("the caller's transaction is aborted; roll it back before writing")
-
-
 # --------------------------------------------------------------------------- sync drivers
 
 
@@ -150,6 +117,9 @@ class SyncDriver:
 
     def savepoint(self, conn: Any, sql: str) -> None:
         self.run(conn, sql, None)
+
+    def autocommit(self, conn: Any) -> bool:
+        return bool(conn.autocommit)
 
 
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK (psycopg.pq.ExecStatus.TUPLES_OK)
@@ -225,6 +195,9 @@ class SqlAlchemy(SyncDriver):
     def state(self, conn: Any) -> int:
         return INTRANS  # SQLAlchemy begins a transaction at the first statement (autobegin)
 
+    def autocommit(self, conn: Any) -> bool:
+        return False
+
     def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
         from sqlalchemy import text
 
@@ -267,76 +240,67 @@ def sync_driver(conn: Any) -> Optional[SyncDriver]:
     return None
 
 
-def write(drv: SyncDriver, conn: Any, fields: Tuple[Any, ...], config: ConfigLike) -> Written:
-    """outbox.write() through the driver's cursor: the rendered statement, in a savepoint when the
-    event has an idempotency key and a transaction is (or will be) open, as outbox_write() does."""
-    prof = profile(config, drv.placeholders)
-    sql, params, event_id, event_type = _native.render_write(prof.native, fields)
-    if isinstance(drv, SqlAlchemy):
-        return _write_sqlalchemy(conn, prof, sql, params, event_id, event_type, fields[_KEY])
-    state = drv.state(conn)
+def plan_tx(state: int, autocommit: bool) -> int:
+    """The transaction state a write plan starts from: outside autocommit a transaction is begun
+    by the driver at the first statement, so it is open too."""
     if state == INERROR:
-        raise aborted()
-    key = fields[_KEY]
-    # Outside autocommit a transaction is begun by the driver at the first statement: open too.
-    sp = key is not None and (state == INTRANS or not conn.autocommit)
-    try:
-        if sp:
-            drv.savepoint(conn, SAVEPOINT)
-        row = drv.run(conn, sql, params)
-    except Exception as exc:
-        err = mapped(exc, "outbox write")
-        if key is not None and is_key_reuse(exc, prof):
-            by = None
-            try:
-                if sp:
-                    drv.savepoint(conn, ROLLBACK_TO)
-                    drv.savepoint(conn, RELEASE)
-                if sp or drv.state(conn) != INERROR:
-                    found = drv.run(conn, prof.lookup(), prof.lookup_params(key))
-                    by = str(found[0]) if found else None
-            except Exception:
-                pass  # the message just names no event
-            err = duplicate(by)
-        elif sp and err.code != "CONNECTION":
-            _quietly(lambda: drv.savepoint(conn, ROLLBACK_TO))
-            _quietly(lambda: drv.savepoint(conn, RELEASE))
-        raise err from exc
-    if sp:
+        return _native.TX_INERROR
+    return _native.TX_INTRANS if state == INTRANS or not autocommit else _native.TX_IDLE
+
+
+def failure(exc: BaseException, closed: bool) -> Tuple[Optional[str], Optional[str], str, bool]:
+    """A driver's exception as the write plan takes it: (sqlstate, constraint, message, closed)."""
+    state = sqlstate_of(exc)
+    if state is None and type(exc).__name__ == "PendingRollbackError":  # SQLAlchemy: an aborted transaction
+        state = "25P02"
+    return state, constraint_of(exc), text_of(exc), closed or (state is None and _lost(exc))
+
+
+def text_of(exc: BaseException) -> str:
+    e = _cause(exc)
+    diag = getattr(e, "diag", None)
+    return (getattr(diag, "message_primary", None) if diag is not None else None) or str(e).strip() or type(e).__name__
+
+
+def write(drv: SyncDriver, conn: Any, fields: Tuple[Any, ...], config: ConfigLike) -> Written:
+    """outbox.write() through the driver's cursor: the library's write plan (outbox_write_plan_*),
+    each statement it hands out run on the driver, in the caller's transaction."""
+    prof = profile(config, drv.placeholders)
+    plan = _native.WritePlan(prof.native, fields, plan_tx(drv.state(conn), drv.autocommit(conn)), drv.placeholders)
+    state = None  # the SQLSTATE of the driver's last error, which the error raised carries
+    while True:
+        st = plan.next()
+        if st is None:
+            return result(plan, state)
+        step, sql, params = st
         try:
-            drv.savepoint(conn, RELEASE)
+            row = drv.run(conn, sql, params) if step in _ROWS else drv.savepoint(conn, sql)
         except Exception as exc:
-            raise mapped(exc, "outbox write") from exc
-    assert row is not None
-    return Written(str(event_id), str(event_type), int(row[0]))
+            why = failure(exc, _closed(drv, conn))
+            state = why[0]
+            plan.failed(*why)
+            continue
+        plan.done(row)
 
 
-def _write_sqlalchemy(conn: Any, prof: Profile, sql: str, params: Any, event_id: str, event_type: str,
-                      key: Optional[str]) -> Written:
+def result(plan: Any, state: Optional[str]) -> Written:
+    """The write plan's outcome: what was written, or its error carrying the driver's SQLSTATE."""
     try:
-        if key is None:
-            row = _SQLALCHEMY.run(conn, sql, params)
-        else:
-            with conn.begin_nested():  # a SAVEPOINT: a duplicate rolls back to it, the transaction stays usable
-                row = _SQLALCHEMY.run(conn, sql, params)
-    except Exception as exc:
-        if key is not None and is_key_reuse(exc, prof):
-            found = None
-            try:
-                found = _SQLALCHEMY.run(conn, prof.lookup(), prof.lookup_params(key))
-            except Exception:
-                pass
-            raise duplicate(str(found[0]) if found else None) from exc
-        raise mapped(exc, "outbox write") from exc
-    assert row is not None
-    return Written(str(event_id), str(event_type), int(row[0]))
+        return Written(*plan.result())
+    except Error as e:
+        if e.sqlstate is None:
+            e.sqlstate = state
+        raise
 
 
-def _quietly(fn: Callable[[], Any]) -> None:
+_ROWS = (_native.WRITE_INSERT, _native.WRITE_LOOKUP)
+
+
+def _closed(drv: Any, conn: Any) -> bool:
     try:
-        fn()
+        return bool(drv.is_lost(conn))
     except Exception:
-        pass
+        return True
 
 
 # --------------------------------------------------------------------------- dedupe
