@@ -81,4 +81,4 @@ function fromPg(err, context) {
   return outboxError(code, `${prefix}${msg}${sqlstate ? ` (SQLSTATE ${sqlstate})` : ''}${hint}`, err);
 }
 
-module.exports = { OutboxError, STATUS, outboxError, typeError, fromPg, codeForSqlstate };
+module.exports = { OutboxError, STATUS, outboxError, typeError, fromPg, codeForSqlstate, NETWORK_ERRNOS };

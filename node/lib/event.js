@@ -63,9 +63,4 @@ function eventFields(event) {
   return out;
 }
 
-function hasIdempotencyKey(event) {
-  const k = event.idempotencyKey !== undefined ? event.idempotencyKey : event.idempotency_key;
-  return k !== undefined && k !== null;
-}
-
-module.exports = { newEvent, eventFields, hasIdempotencyKey, FIELDS };
+module.exports = { newEvent, eventFields, FIELDS };

@@ -6,8 +6,8 @@
 const crypto = require('crypto');
 const native = require('./native');
 const { makeConfig } = require('./config');
-const { eventFields, hasIdempotencyKey } = require('./event');
-const { outboxError, typeError, fromPg, codeForSqlstate } = require('./errors');
+const { eventFields } = require('./event');
+const { outboxError, typeError, fromPg, NETWORK_ERRNOS } = require('./errors');
 const { MIGRATE_TARGETS, dedupeResult } = require('./constants');
 
 const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
@@ -40,6 +40,17 @@ function checkClient(client) {
     throw typeError(`expected one node-postgres connection, not a ${(client.constructor && client.constructor.name) ||
       'plain object'}: ${PASS_A_CLIENT}`);
   }
+}
+
+const W = native.write; // the write plan's steps and transaction states, from outbox.h
+// The write plan's transaction state for txStatus(): a client that cannot say is taken as in a
+// transaction (the plan goes on without a savepoint when there is none).
+const TX = { I: W.TX_IDLE, T: W.TX_INTRANS, E: W.TX_INERROR, null: W.TX_INTRANS };
+
+// A node-postgres error that means the connection is gone (no SQLSTATE).
+function isLost(e) {
+  return Boolean(e) && (NETWORK_ERRNOS.has(e.code) ||
+    /not queryable|Connection terminated|connection is closed|Client was closed|ended/i.test(e.message || ''));
 }
 
 // 'I' idle, 'T' in a transaction, 'E' in a failed transaction, null when the client cannot say.
@@ -91,9 +102,6 @@ class Outbox {
     this._options = Object.freeze({ ...(options || {}) });
     this._prepared = this._options.preparedStatements !== false;
     this._cfg = makeConfig(this._options); // freed by its finalizer
-    this._schema = native.config_get(this._cfg, 'outbox.schema');
-    this._table = native.config_get(this._cfg, 'outbox.table');
-    this._idempotencyIndex = native.idempotency_index(this._cfg);
   }
 
   get options() {
@@ -121,59 +129,35 @@ class Outbox {
    */
   async write(client, event) {
     checkClient(client);
-    const st = this.renderWrite(event);
-    const tx = txStatus(client);
-    if (tx === 'E') {
-      throw outboxError('TRANSACTION', "the caller's transaction is aborted; roll it back before writing");
-    }
-    let savepoint = false;
-    if (hasIdempotencyKey(event) && tx !== 'I') {
+    // The library's write plan (outbox_write_plan_*): each statement it hands out runs on the
+    // client; what an error means (a reused key, a lost connection) is the library's to judge.
+    const tx = TX[txStatus(client)];
+    const { plan, eventId, eventType, next: first } = native.write_plan_new(this._cfg, eventFields(event), tx);
+    let error = null;
+    for (let st = first; st !== null;) {
       try {
-        await client.query('SAVEPOINT outbox_write');
-        savepoint = true;
+        const res = await client.query(st.step === W.INSERT ? this._query('outbox_write', st) :
+          { text: st.text, values: st.values, rowMode: 'array' });
+        st = native.write_plan_done(plan, res.rows && res.rows.length ? res.rows[0] : null);
       } catch (e) {
-        if (!(tx === null && e && e.code === '25P01')) throw fromPg(e, 'outbox write'); // 25P01: no transaction
+        error = e;
+        const sqlstate = e && typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
+        st = native.write_plan_failed(plan, sqlstate, e && typeof e.constraint === 'string' ? e.constraint : null,
+          e && e.message ? e.message : String(e), sqlstate === null && isLost(e));
       }
     }
-    let res;
     try {
-      res = await client.query(this._query('outbox_write', st));
+      return { eventId, eventType, seq: native.write_plan_result(plan) };
     } catch (e) {
-      if (savepoint) {
-        await client.query('ROLLBACK TO SAVEPOINT outbox_write; RELEASE SAVEPOINT outbox_write').catch(() => {});
-      }
-      throw await this._writeError(client, e, event, savepoint || tx !== 'T');
+      if (error && e.cause === undefined) e.cause = error;
+      throw e;
     }
-    if (savepoint) await query(client, 'RELEASE SAVEPOINT outbox_write', 'outbox write');
-    return { eventId: st.eventId, eventType: st.eventType, seq: Number(res.rows[0][0]) };
   }
 
   _query(prefix, st) {
     const q = { text: st.text, values: st.values, rowMode: 'array' };
     if (this._prepared) q.name = statementName(prefix, st.text);
     return q;
-  }
-
-  async _writeError(client, e, event, usable) {
-    if (e && codeForSqlstate(e.code) === 'DUPLICATE' && e.constraint === this._idempotencyIndex) {
-      let by = '';
-      if (usable) {
-        const key = event.idempotencyKey !== undefined ? event.idempotencyKey : event.idempotency_key;
-        try {
-          // Validated SQL identifiers (outbox_config_set refuses anything else).
-          const r = await client.query({
-            text: `SELECT outbox_id FROM "${this._schema}"."${this._table}" WHERE idempotency_key = $1`,
-            values: [String(key)],
-            rowMode: 'array',
-          });
-          if (r.rows.length > 0) by = ` by event ${r.rows[0][0]}`;
-        } catch (_) {
-          // the message just names no event
-        }
-      }
-      return outboxError('DUPLICATE', `idempotency_key is already used${by}`, e);
-    }
-    return fromPg(e, 'outbox write');
   }
 
   /** The inbox statement outbox_consumer_dedupe runs, for node-postgres: { text, values }. */

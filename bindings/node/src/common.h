@@ -138,6 +138,21 @@ OUTBOX_NODE_HANDLE(outbox_consumer, "outbox_consumer", outbox_consumer_free, 0x3
                    0xe39c1b7a5f864c06ULL)
 OUTBOX_NODE_HANDLE(outbox_message, "outbox_message", outbox_message_free, 0x3b0f6a1d9c2e4717ULL, 0x5d0a8c2e4b174c07ULL)
 OUTBOX_NODE_HANDLE(outbox_loop, "outbox_loop", outbox_loop_free, 0x3b0f6a1d9c2e4718ULL, 0x9b46e1c3d7f24c08ULL)
+
+// A write plan and the event it writes (the plan refers to it): freed together.
+struct node_write_plan {
+    outbox_event *ev = nullptr;
+    outbox_write_plan *plan = nullptr;
+};
+inline void node_write_plan_free(node_write_plan *p) {
+    if (p != nullptr) {
+        outbox_write_plan_free(p->plan);
+        outbox_event_free(p->ev);
+        delete p;
+    }
+}
+OUTBOX_NODE_HANDLE(node_write_plan, "outbox_write_plan", node_write_plan_free, 0x3b0f6a1d9c2e4719ULL,
+                   0x2c7d5e9f1a384c09ULL)
 #undef OUTBOX_NODE_HANDLE
 
 template <typename T> struct Handle : HandleBase {
@@ -393,6 +408,9 @@ void register_event(Napi::Env env, Napi::Object exports);
 void register_relay(Napi::Env env, Napi::Object exports);
 void register_consumer(Napi::Env env, Napi::Object exports);
 void register_loop(Napi::Env env, Napi::Object exports);
+void register_write_plan(Napi::Env env, Napi::Object exports);
+// Sets every field of an array [field, value, ...] on `ev` (values strings or Uint8Arrays).
+void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields);
 
 inline void def(Napi::Env env, Napi::Object exports, const char *name, Napi::Function::Callback fn) {
     exports.Set(name, Napi::Function::New(env, fn, name));

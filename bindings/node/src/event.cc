@@ -119,7 +119,7 @@ struct OwnedEvent {
 
 // Sets every field of `arr` ([field, value, field, value, ...], values strings or Uint8Arrays)
 // on `ev`, through outbox_event_set_n (so the library sees a NUL or raw bytes as they are).
-void set_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
+void set_fields_impl(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
     if (!fields.IsArray()) {
         throw type_error(env, "argument 2 must be an array of field names and values");
     }
@@ -151,7 +151,7 @@ Napi::Value WriteFields(const Napi::CallbackInfo &info) {
     auto *db = unwrap<outbox_db>(info, 0);
     OwnedEvent owned;
     check(info.Env(), outbox_event_new(&owned.ev));
-    set_fields(info.Env(), owned.ev, info[1]);
+    set_fields_impl(info.Env(), owned.ev, info[1]);
     auto *w = new WriteFieldsWorker(info.Env(), db->ptr, owned.release()); // the worker frees it
     w->hold(info[0], db);
     return w->start();
@@ -239,7 +239,7 @@ Napi::Value RenderWriteFields(const Napi::CallbackInfo &info) {
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
     OwnedEvent owned;
     check(env, outbox_event_new(&owned.ev));
-    set_fields(env, owned.ev, info[1]);
+    set_fields_impl(env, owned.ev, info[1]);
     outbox_statement *raw = nullptr;
     check(env, outbox_render_write(&raw, cfg != nullptr ? cfg->ptr : nullptr, owned.ev));
     std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
@@ -312,5 +312,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "statement_params", StatementParams);
     def(env, exports, "statement_json", StatementJson);
 }
+
+void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) { set_fields_impl(env, ev, fields); }
 
 } // namespace outbox_node

@@ -1,0 +1,107 @@
+// The write of one event on a node-postgres client, step by step (outbox_write_plan_*), which
+// node/lib/outbox.js drives. Only marshalling here; the event lives with the plan.
+#include "common.h"
+
+namespace outbox_node {
+namespace {
+
+// The statement to run next as {step, text, values}, or null when the plan is done.
+Napi::Value next_of(Napi::Env env, const outbox_write_plan *plan) {
+    int step = 0;
+    const outbox_statement *st = outbox_write_plan_next(plan, &step);
+    if (st == nullptr) {
+        return env.Null();
+    }
+    const size_t n = outbox_statement_param_count(st);
+    Napi::Array values = Napi::Array::New(env, n);
+    for (size_t i = 0; i < n; ++i) {
+        values.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("step", Napi::Number::New(env, step));
+    o.Set("text", str_or_null(env, outbox_statement_sql(st)));
+    o.Set("values", values);
+    return o;
+}
+
+// write_plan_new(cfg | null, [field, value, ...], tx) -> {plan, eventId, eventType, next}
+Napi::Value WritePlanNew(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    auto *cfg = unwrap_opt<outbox_config>(info, 0);
+    auto *wp = new node_write_plan();
+    Napi::Value handle = wrap(env, wp); // frees the event and the plan, whatever happens next
+    check(env, outbox_event_new(&wp->ev));
+    set_event_fields(env, wp->ev, info[1]);
+    const auto tx = static_cast<outbox_tx_state>(int64_arg(info, 2, "tx"));
+    check(env, outbox_write_plan_new(&wp->plan, cfg != nullptr ? cfg->ptr : nullptr, wp->ev, tx, "dollar"));
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("plan", handle);
+    o.Set("eventId", str_or_null(env, outbox_event_id(wp->ev)));
+    o.Set("eventType", str_or_null(env, outbox_event_type(wp->ev)));
+    o.Set("next", next_of(env, wp->plan));
+    return o;
+}
+
+// write_plan_done(plan, row | null) -> next | null
+Napi::Value WritePlanDone(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<node_write_plan>(info, 0);
+    std::vector<std::string> texts;
+    std::vector<bool> nulls;
+    if (info[1].IsArray()) {
+        Napi::Array row = info[1].As<Napi::Array>();
+        for (uint32_t i = 0; i < row.Length(); ++i) {
+            Napi::Value v = row.Get(i);
+            nulls.push_back(v.IsNull() || v.IsUndefined());
+            texts.push_back(nulls.back() ? std::string() : v.ToString().Utf8Value());
+        }
+    }
+    std::vector<const char *> ptrs;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        ptrs.push_back(nulls[i] ? nullptr : texts[i].c_str());
+    }
+    check(info.Env(), outbox_write_plan_done(h->ptr->plan, ptrs.data(), ptrs.size()));
+    return next_of(info.Env(), h->ptr->plan);
+}
+
+// write_plan_failed(plan, sqlstate | null, constraint | null, message, closed) -> next | null
+Napi::Value WritePlanFailed(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<node_write_plan>(info, 0);
+    bool has = false;
+    const std::string sqlstate = opt_str_arg(info, 1, "sqlstate", has);
+    const std::string constraint = opt_str_arg(info, 2, "constraint", has);
+    const std::string message = str_arg(info, 3, "message");
+    check(info.Env(), outbox_write_plan_failed(h->ptr->plan, sqlstate.c_str(), constraint.c_str(), message.c_str(),
+                                               info[4].ToBoolean() ? 1 : 0));
+    return next_of(info.Env(), h->ptr->plan);
+}
+
+// write_plan_result(plan) -> seq; throws the error the write ended with. Frees the plan.
+Napi::Value WritePlanResult(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<node_write_plan>(info, 0);
+    const outbox_status st = outbox_write_plan_result(h->ptr->plan);
+    const int64_t seq = outbox_event_seq(h->ptr->ev);
+    h->release(); // the error stays in outbox_last_error() for check()
+    check(info.Env(), st);
+    return Napi::Number::New(info.Env(), static_cast<double>(seq));
+}
+
+} // namespace
+
+void register_write_plan(Napi::Env env, Napi::Object exports) {
+    def(env, exports, "write_plan_new", WritePlanNew);
+    def(env, exports, "write_plan_done", WritePlanDone);
+    def(env, exports, "write_plan_failed", WritePlanFailed);
+    def(env, exports, "write_plan_result", WritePlanResult);
+    Napi::Object k = Napi::Object::New(env);
+    const std::pair<const char *, int> names[] = {
+        {"SAVEPOINT", OUTBOX_WRITE_SAVEPOINT},     {"INSERT", OUTBOX_WRITE_INSERT},   {"RELEASE", OUTBOX_WRITE_RELEASE},
+        {"ROLLBACK_TO", OUTBOX_WRITE_ROLLBACK_TO}, {"LOOKUP", OUTBOX_WRITE_LOOKUP},   {"TX_IDLE", OUTBOX_TX_IDLE},
+        {"TX_INTRANS", OUTBOX_TX_INTRANS},         {"TX_INERROR", OUTBOX_TX_INERROR},
+    };
+    for (const auto &[name, value] : names) {
+        k.Set(name, Napi::Number::New(env, value));
+    }
+    exports.Set("write", k);
+}
+
+} // namespace outbox_node
