@@ -45,9 +45,10 @@ const howToInstall = `On Debian or Ubuntu: apt-get install ${DEB_PACKAGES} ` +
   '(elsewhere: a C++17 compiler, make, python3, pkg-config and the development files of libpq, librabbitmq-c and cJSON).';
 const pc = spawnSync('pkg-config', ['--exists', '--print-errors', 'libpq', 'librabbitmq', 'libcjson'], { encoding: 'utf8' });
 if (pc.error || pc.status !== 0) {
-  die('no prebuilt addon matches this platform, so it is built from source, which needs the development files ' +
-      `of libpq, librabbitmq-c and cJSON (pkg-config libpq librabbitmq libcjson: ${pc.error ? `pkg-config: ${pc.error.message}` :
-        pc.stderr.trim()}). ${howToInstall}`);
+  const why = pc.error ? `pkg-config: ${pc.error.message}` :
+    pc.stderr.split('\n').filter((l) => /not found/.test(l)).join('; ') || pc.stderr.trim();
+  die('building the addon from source (the install script does when no prebuilt addon loads) needs the development files of libpq, ' +
+      `librabbitmq-c and cJSON (pkg-config libpq librabbitmq libcjson: ${why}). ${howToInstall}`);
 }
 const missingTools = [['c++', ['--version']], ['make', ['--version']], ['python3', ['--version']]]
   .filter(([cmd, a]) => spawnSync(cmd, a, { stdio: 'ignore' }).status !== 0).map(([cmd]) => cmd);
