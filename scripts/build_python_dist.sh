@@ -33,7 +33,7 @@ all_pythons=0
 check=0
 for arg in "$@"; do
   case $arg in
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     --all-pythons) all_pythons=1; check=1 ;;
     --check) check=1 ;;
     *) outbox_die "unknown argument $arg (see --help)" ;;
