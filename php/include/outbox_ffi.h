@@ -362,6 +362,30 @@ outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, siz
 
 const char *outbox_statement_param_name(const outbox_statement *st, size_t index);
 
+typedef struct outbox_write_plan outbox_write_plan;
+
+typedef enum outbox_write_step {
+    OUTBOX_WRITE_SAVEPOINT = 1,   
+    OUTBOX_WRITE_INSERT = 2,      
+    OUTBOX_WRITE_RELEASE = 3,     
+    OUTBOX_WRITE_ROLLBACK_TO = 4, 
+    OUTBOX_WRITE_LOOKUP = 5       
+} outbox_write_step;
+
+outbox_status outbox_write_plan_new(outbox_write_plan **out, const outbox_config *cfg, outbox_event *ev,
+                                               outbox_tx_state tx, const char *placeholders);
+
+void outbox_write_plan_free(outbox_write_plan *plan);
+
+const outbox_statement *outbox_write_plan_next(const outbox_write_plan *plan, int *step);
+
+outbox_status outbox_write_plan_done(outbox_write_plan *plan, const char *const *row, size_t columns);
+
+outbox_status outbox_write_plan_failed(outbox_write_plan *plan, const char *sqlstate, const char *constraint,
+                                                  const char *message, int connection_closed);
+
+outbox_status outbox_write_plan_result(const outbox_write_plan *plan);
+
 outbox_status outbox_status_for_sqlstate(const char *sqlstate);
 
 outbox_status outbox_idempotency_index(char **out, const outbox_config *cfg);

@@ -63,17 +63,8 @@ final class Outbox
     public function renderWrite(OutboxConfig $config, array $event): array
     {
         $f = $this->ffi;
-        $ev = $f->new('outbox_event*');
-        $this->check($f->outbox_event_new(FFI::addr($ev)));
+        $ev = $this->event($event);
         try {
-            foreach ($event as $field => $value) {
-                if ($value === null) {
-                    continue;
-                }
-                $text = in_array($field, ['payload', 'previous_payload', 'metadata'], true) ? self::json($value) : (string)$value;
-                // With an explicit length, so a NUL inside a PHP string is rejected, not cut short.
-                $this->check($f->outbox_event_set_n($ev, (string)$field, $text, strlen($text)));
-            }
             $st = $f->new('outbox_statement*');
             $this->check($f->outbox_render_write(FFI::addr($st), $config->handle(), $ev));
             try {
@@ -85,6 +76,64 @@ final class Outbox
                 $f->outbox_statement_free($st);
             }
         } finally {
+            $f->outbox_event_free($ev);
+        }
+    }
+
+    /** An outbox_event from event keys (freed by the caller with outbox_event_free). */
+    private function event(array $event): FFI\CData
+    {
+        $f = $this->ffi;
+        $ev = $f->new('outbox_event*');
+        $this->check($f->outbox_event_new(FFI::addr($ev)));
+        try {
+            foreach ($event as $field => $value) {
+                if ($value === null) {
+                    continue;
+                }
+                $text = in_array($field, ['payload', 'previous_payload', 'metadata'], true) ? self::json($value) : (string)$value;
+                // With an explicit length, so a NUL inside a PHP string is rejected, not cut short.
+                $this->check($f->outbox_event_set_n($ev, (string)$field, $text, strlen($text)));
+            }
+        } catch (\Throwable $e) {
+            $f->outbox_event_free($ev);
+            throw $e;
+        }
+        return $ev;
+    }
+
+    /**
+     * Writes one event on $pdo, in its current transaction (the library never begins, commits or
+     * rolls back): the library's write plan (outbox_write_plan_*), each statement it hands out run
+     * on PDO. A reused idempotency_key throws OutboxException DUPLICATE naming the event that holds
+     * it and, inside a transaction, leaves the transaction usable (a savepoint). Returns
+     * ['event_id' => ..., 'event_type' => ..., 'seq' => int]. Event keys as for renderWrite().
+     */
+    public function write(\PDO $pdo, OutboxConfig $config, array $event): array
+    {
+        $f = $this->ffi;
+        $driver = new PdoDriver($f);
+        $ev = $this->event($event);
+        $plan = $f->new('outbox_write_plan*');
+        try {
+            $tx = $pdo->inTransaction() ? $f->OUTBOX_TX_INTRANS : $f->OUTBOX_TX_IDLE;
+            $this->check($f->outbox_write_plan_new(FFI::addr($plan), $config->handle(), $ev, $tx, 'qmark'));
+            $step = $f->new('int');
+            while (($st = $f->outbox_write_plan_next($plan, FFI::addr($step))) !== null) {
+                try {
+                    $row = $driver->fetch($pdo, $st);
+                } catch (\PDOException $e) {
+                    [$state, $message] = PdoDriver::failure($e);
+                    $this->check($f->outbox_write_plan_failed($plan, $state, null, $message, 0));
+                    continue;
+                }
+                $this->check($driver->withRow($row, fn($values, int $n): int => $f->outbox_write_plan_done($plan, $values, $n)));
+            }
+            $this->check($f->outbox_write_plan_result($plan));
+            return ['event_id' => $f->outbox_event_id($ev), 'event_type' => $f->outbox_event_type($ev),
+                'seq' => (int)$f->outbox_event_seq($ev)];
+        } finally {
+            $f->outbox_write_plan_free($plan);
             $f->outbox_event_free($ev);
         }
     }

@@ -72,7 +72,7 @@ final class OutboxConsumer
         $o->idle_timeout_ms = $idleTimeout === null ? -1 : max(0, (int)($idleTimeout * 1000));
         $o->limit = $limit ?? 0;
         $o->slice_ms = 200;
-        $style = self::cString($f, 'qmark'); // PDO's placeholders
+        $style = (new PdoDriver($f))->cString('qmark'); // PDO's placeholders
         $o->placeholders = FFI::cast('char*', FFI::addr($style[0]));
         $loop = $f->new('outbox_loop*');
         $this->outbox->check($f->outbox_loop_new(FFI::addr($loop), $this->consumer, null, FFI::addr($o)));
@@ -109,12 +109,9 @@ final class OutboxConsumer
     private function exec(FFI\CData $loop, \PDO $pdo): void
     {
         $f = $this->f;
+        $driver = new PdoDriver($f);
         $kind = $f->new('int');
         $st = $f->outbox_loop_statement($loop, FFI::addr($kind));
-        $params = [];
-        for ($i = 0, $n = $f->outbox_statement_param_count($st); $i < $n; $i++) {
-            $params[] = $f->outbox_statement_param($st, $i);
-        }
         try {
             $row = null;
             $k = $kind->cdata;
@@ -127,39 +124,14 @@ final class OutboxConsumer
                     $pdo->rollBack();
                 }
             } else {
-                $q = $pdo->prepare($f->outbox_statement_sql($st));
-                $q->execute($params);
-                $row = $q->fetch(\PDO::FETCH_NUM) ?: null;
+                $row = $driver->fetch($pdo, $st);
             }
         } catch (\PDOException $e) {
-            // PDO's HY000 is its own "general error" (no server SQLSTATE): the loop judges that lost.
-            $state = $e->errorInfo[0] ?? null;
-            $state = is_string($state) && $state !== 'HY000' && strlen($state) === 5 ? $state : null;
-            $this->outbox->check($f->outbox_loop_exec_failed($loop, $state, $e->getMessage(), 0));
+            [$state, $message] = PdoDriver::failure($e);
+            $this->outbox->check($f->outbox_loop_exec_failed($loop, $state, $message, 0));
             return;
         }
-        $this->reportRow($loop, $row);
-    }
-
-    /** The dedupe row's values as text (PDO gives PHP bools and ints). */
-    private function reportRow(FFI\CData $loop, ?array $row): void
-    {
-        $f = $this->f;
-        if ($row === null || $row === []) {
-            $this->outbox->check($f->outbox_loop_exec_done($loop, null, 0));
-            return;
-        }
-        $values = $f->new('char*[' . count($row) . ']');
-        $keep = [];
-        foreach (array_values($row) as $i => $v) {
-            if ($v === null) {
-                $values[$i] = null;
-                continue;
-            }
-            $keep[$i] = self::cString($f, is_bool($v) ? ($v ? 't' : 'f') : (string)$v);
-            $values[$i] = FFI::cast('char*', FFI::addr($keep[$i][0]));
-        }
-        $this->outbox->check($f->outbox_loop_exec_done($loop, FFI::cast('const char**', FFI::addr($values[0])), count($row)));
+        $this->outbox->check($driver->withRow($row, fn($values, int $n): int => $f->outbox_loop_exec_done($loop, $values, $n)));
     }
 
     private function handle(FFI\CData $loop, callable $handler, \PDO $pdo): void
@@ -190,13 +162,6 @@ final class OutboxConsumer
         }
         return ['fields' => $fields, 'seq' => (int)$this->f->outbox_message_seq($msg),
             'delivery_count' => (int)$this->f->outbox_message_delivery_count($msg)];
-    }
-
-    private static function cString(FFI $f, string $s): FFI\CData
-    {
-        $buf = $f->new('char[' . (strlen($s) + 1) . ']');
-        FFI::memcpy($buf, $s, strlen($s));
-        return $buf;
     }
 
     public function __destruct()

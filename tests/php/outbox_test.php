@@ -165,6 +165,33 @@ $handled = $loopConsumer->run(function (array $event, PDO $pdo) use (&$calls): v
 check('the lost connection was no attempt: one real failure, then handled', $handled === 1 && $calls === 2, "calls $calls, handled $handled");
 unset($loopConsumer);
 
+// 3c. Outbox::write on PDO (the library's write plan): a reused idempotency key inside a transaction
+// names the event holding it and leaves the transaction usable; outside one too.
+$wpcfg = $outbox->config($base);
+$pdo->beginTransaction();
+$w1 = $outbox->write($pdo, $wpcfg, ['aggregate_type' => 'PRD', 'aggregate_id' => 'k1', 'operation' => 'POST',
+    'payload' => ['n' => 1], 'idempotency_key' => "order-$suffix"]);
+check('write returns the event id, type and seq', str_ends_with($w1['event_type'], 'Created') && $w1['seq'] === 1, json_encode($w1));
+try {
+    $outbox->write($pdo, $wpcfg, ['aggregate_type' => 'PRD', 'aggregate_id' => 'k2', 'operation' => 'POST',
+        'payload' => ['n' => 2], 'idempotency_key' => "order-$suffix"]);
+    check('a reused key raises DUPLICATE', false, 'written');
+} catch (OutboxException $e) {
+    check('a reused key raises DUPLICATE naming the event that holds it', $e->status === 'DUPLICATE'
+        && str_contains($e->getMessage(), "by event {$w1['event_id']}"), $e->getMessage());
+}
+check('the transaction is still usable after the reused key', (int)$pdo->query('SELECT 1')->fetchColumn() === 1);
+$pdo->commit();
+try {
+    $outbox->write($pdo, $wpcfg, ['aggregate_type' => 'PRD', 'aggregate_id' => 'k3', 'operation' => 'POST',
+        'payload' => [], 'idempotency_key' => "order-$suffix"]);
+    check('a reused key outside a transaction raises DUPLICATE', false, 'written');
+} catch (OutboxException $e) {
+    check('a reused key outside a transaction raises DUPLICATE naming its event', $e->status === 'DUPLICATE'
+        && str_contains($e->getMessage(), $w1['event_id']), $e->getMessage());
+}
+check('one keyed event committed', (int)$pdo->query("SELECT count(*) FROM $schema.outbox WHERE idempotency_key = 'order-$suffix'")->fetchColumn() === 1);
+
 // 4. Invalid input raises a PHP exception carrying the library's message; nothing is written.
 $wcfg = $outbox->config($base + ['render.placeholders' => 'qmark']);
 $cases = [
