@@ -413,10 +413,6 @@ void Relay::maintain_partitions(pg::Conn &db) {
     }
 }
 
-void Relay::settle(RelayStats &st) {
-    (void)st; // every step commits its outcomes before it returns
-}
-
 // Stage 3: per-aggregate chains in position order. Parked events come first (they are the older
 // ones of their aggregates); stream events of an aggregate with parked events are parked unsent.
 // A link whose predecessor is missing from the batch is held back. Returns the heads: the items

@@ -93,12 +93,6 @@ class Relay {
     // failed connection is dropped first, so the next step reconnects.
     RelayStats step();
 
-    // Waits until every outcome of earlier steps is committed and releases a batch claimed ahead
-    // (rolled back, its events due again at once), adding the collected marks to `st`
-    // (published, failed, dead, mark_us). For a caller that steps by hand and wants to know, or
-    // exit with, everything its steps did: after step() + settle() the counts are complete.
-    void settle(RelayStats &st);
-
     // Steps until stop(): wakes on NOTIFY (relay.listen) or after relay.poll_interval_ms,
     // reconnects with backoff on failures, services AMQP heartbeats while idle. Returns after a
     // stop with nothing half-done.

@@ -136,13 +136,6 @@ class Relay:
         """
         return RelayStats(*self._handle().step(_on_main_thread()))
 
-    def settle(self) -> RelayStats:
-        """Kept for code written for storage version 1 (``outbox_relay_settle``), whose steps
-        left marks committing in the background. Every step now records its outcomes before it
-        returns, so there is nothing to collect: it returns zeroes.
-        """
-        return RelayStats(*self._handle().settle())
-
     def drain(self, *, max_steps: Optional[int] = None) -> RelayStats:
         """Steps until a step reads nothing (or ``max_steps``); returns the summed stats. A relay
         standing by reads nothing, so it returns after one step."""
