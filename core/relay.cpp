@@ -80,8 +80,7 @@ Relay::Relay(Config cfg)
 Relay::~Relay() {
     discard_prefetch();
     drop_amqp();
-    drop_pg(0);
-    drop_pg(1);
+    drop_pg();
     for (int fd : stop_pipe_) {
         if (fd >= 0) {
             close(fd);
@@ -110,15 +109,15 @@ void Relay::log(LogLevel level, const std::string &msg) const {
     }
 }
 
-void Relay::ensure_pg(int slot) {
-    std::optional<pg::Conn> &c = pg_[slot];
+void Relay::ensure_pg() {
+    std::optional<pg::Conn> &c = pg_;
     if (c && c->ok()) {
         return;
     }
     if (c) {
         log(LogLevel::warn, "PostgreSQL connection lost; reconnecting");
     }
-    drop_pg(slot);
+    drop_pg();
     if (cfg_.pg_url.empty()) {
         fail(Errc::invalid_argument, "no PostgreSQL URL configured (pg.url)");
     }
@@ -128,15 +127,13 @@ void Relay::ensure_pg(int slot) {
     // means the event is published again (at-least-once), and WAL order loses only a suffix of
     // marks, so per-aggregate order still holds.
     c->exec_simple("SET jit = off; SET synchronous_commit = off");
-    if (slot == 0 && cfg_.relay_listen) {
+    if (cfg_.relay_listen) {
         c->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
         listening_ = true;
     }
     pg_up_.store(true, std::memory_order_relaxed);
-    if (slot == 0) {
-        log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
-                                (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
-    }
+    log(LogLevel::info, "connected to PostgreSQL " + pg::redact_conninfo(cfg_.pg_url) +
+                            (listening_ ? " (listening on " + cfg_.notify_channel + ")" : ""));
 }
 
 void Relay::ensure_amqp() {
@@ -171,25 +168,14 @@ std::string Relay::amqp_node() const {
     return amqp_node_;
 }
 
-void Relay::drop_pg(int slot) noexcept {
-    if (pg_[slot]) {
-        pg_[slot].reset();
-        if (slot == 0) {
-            listening_ = false;
-            active_ = false; // the relay lock went with the connection
-            prefetch_.reset();
-        }
+void Relay::drop_pg() noexcept {
+    if (pg_) {
+        pg_.reset();
+        listening_ = false;
+        active_ = false; // the relay lock went with the connection
+        prefetch_.reset();
     }
-    pg_up_.store(pg_[0].has_value() || pg_[1].has_value(), std::memory_order_relaxed);
-}
-
-// Only while no claim or mark runs in the background: it reads and resets both slots.
-void Relay::drop_broken_pg() noexcept {
-    for (int slot = 0; slot < 2; ++slot) {
-        if (pg_[slot] && !pg_[slot]->ok()) {
-            drop_pg(slot);
-        }
-    }
+    pg_up_.store(false, std::memory_order_relaxed);
 }
 
 void Relay::drop_amqp() noexcept {
@@ -200,7 +186,7 @@ void Relay::drop_amqp() noexcept {
 // previous holder left: the cursor, what is done above it, and the aggregates with parked events.
 // Returns false while another relay holds the lock (this one stands by).
 bool Relay::ensure_active() {
-    pg::Conn &db = *pg_[0];
+    pg::Conn &db = *pg_;
     if (active_) {
         return true;
     }
@@ -351,7 +337,7 @@ void Relay::send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items) {
     prefetch_ = std::move(p);
 }
 
-// Takes the prefetched read's result, so that slot 0 is free again. On any failure the prefetch
+// Takes the prefetched read's result, so that the connection is free again. On any failure the prefetch
 // is dropped: the next step reads afresh (and finds a lost connection itself).
 void Relay::collect_prefetch(pg::Conn &db) noexcept {
     if (!prefetch_ || !prefetch_->sent) {
@@ -373,11 +359,11 @@ std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
     return items;
 }
 
-// Drops a read made ahead, first taking its result if it is still on its way, so that slot 0 is
-// free for the next statement.
+// Drops a read made ahead, first taking its result if it is still on its way, so that the
+// connection is free for the next statement.
 void Relay::discard_prefetch() noexcept {
-    if (prefetch_ && prefetch_->sent && pg_[0]) {
-        collect_prefetch(*pg_[0]);
+    if (prefetch_ && prefetch_->sent && pg_) {
+        collect_prefetch(*pg_);
     }
     prefetch_.reset();
 }
@@ -669,7 +655,7 @@ void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
     } catch (const Error &) {
         // Not recorded: the events are published again (duplicates, never loss) once the next
         // step has reloaded the stored progress.
-        drop_pg(0);
+        drop_pg();
         throw;
     }
     st.mark_us += micros_since(t0);
@@ -679,8 +665,8 @@ RelayStats Relay::step() {
     RelayStats st;
     const auto t0 = Clock::now();
     ensure_amqp();
-    ensure_pg(0);
-    pg::Conn &db = *pg_[0];
+    ensure_pg();
+    pg::Conn &db = *pg_;
     collect_prefetch(db); // left sent only when the last step ended early, by an exception
     std::vector<RelayItem> items;
     try {
@@ -692,7 +678,7 @@ RelayStats Relay::step() {
         items = read_batch(db, st);
     } catch (const Error &) {
         if (!db.ok()) {
-            drop_pg(0);
+            drop_pg();
         }
         throw;
     }
@@ -775,8 +761,8 @@ void Relay::idle_wait(int timeout_ms) {
         }
         // A notification read by libpq during the last step sits in its buffer, where poll()
         // cannot see it: look there first.
-        if (listening_ && pg_[0] && pg_[0]->ok()) {
-            if (pg_[0]->take_notifications() && !blocked_) {
+        if (listening_ && pg_ && pg_->ok()) {
+            if (pg_->take_notifications() && !blocked_) {
                 return;
             }
         }
@@ -784,9 +770,9 @@ void Relay::idle_wait(int timeout_ms) {
         nfds_t n = 0;
         fds[n++] = {stop_pipe_[0], POLLIN, 0};
         int pg_index = -1;
-        if (listening_ && pg_[0] && pg_[0]->ok()) {
+        if (listening_ && pg_ && pg_->ok()) {
             pg_index = static_cast<int>(n);
-            fds[n++] = {pg_[0]->socket(), POLLIN, 0};
+            fds[n++] = {pg_->socket(), POLLIN, 0};
         }
         if (mq_ && mq_->fd() >= 0) {
             fds[n++] = {mq_->fd(), POLLIN, 0};
@@ -797,11 +783,11 @@ void Relay::idle_wait(int timeout_ms) {
             return;
         }
         if (pg_index >= 0 && (fds[pg_index].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
-            if (!pg_[0]->consume_input()) {
+            if (!pg_->consume_input()) {
                 log(LogLevel::warn, "PostgreSQL connection lost while idle");
                 return; // the next step reconnects
             }
-            if (pg_[0]->take_notifications() && !blocked_) {
+            if (pg_->take_notifications() && !blocked_) {
                 return;
             }
         }
@@ -874,7 +860,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
     }
     // Every step recorded its outcomes before it returned. The connection goes, and with it the
     // table's relay lock, so a relay standing by takes over at once.
-    drop_pg(0);
+    drop_pg();
     log(LogLevel::info, "relay stopped");
 }
 

@@ -140,21 +140,19 @@ class Relay {
     void mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
     void reload_parked(pg::Conn &db);
     void maintain_partitions(pg::Conn &db);
-    void drop_broken_pg() noexcept;
     void discard_prefetch() noexcept;
-    void ensure_pg(int slot);
+    void ensure_pg();
     void ensure_amqp();
-    void drop_pg(int slot) noexcept;
+    void drop_pg() noexcept;
     void drop_amqp() noexcept;
     void idle_wait(int timeout_ms);
     void sleep_interruptible(int ms);
     void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
-    // Slot 0: reads, marks, the relay lock and LISTEN. Slot 1 is not opened by storage version 2
-    // (version 1 claimed the next batch on it); the closed partitions' indexes use a connection
-    // of their own (retention::Indexer).
-    std::optional<pg::Conn> pg_[2];
+    // The relay's one connection: reads, records, the relay lock and LISTEN. The closed
+    // partitions' indexes use a connection of their own (retention::Indexer).
+    std::optional<pg::Conn> pg_;
     std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
@@ -175,7 +173,7 @@ class Relay {
     std::set<std::pair<std::string, std::string>> parked_aggs_;
     // The next stream read, sent while a full batch is published (the broker waits for nothing
     // between batches): used by the next step only when it would make the very same read, so it
-    // is that read made a little earlier. `sent` until collected, before anything else uses slot 0.
+    // is that read made a little earlier. `sent` until collected, before anything else uses the connection.
     struct Prefetch {
         StreamRead read;
         pg::Result result;
