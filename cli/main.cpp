@@ -376,6 +376,7 @@ int run_replay(const CommonOptions &opts, const ReplayOptions &ro) {
 }
 
 // One step: it records every outcome before it returns, so the report is everything it did.
+// "claimed" (the events read) keeps version 1's name, as in outbox_relay_stats: scripts read it.
 void print_once(outbox_relay *relay, bool json) {
     outbox_relay_stats st;
     outbox_relay_stats_init(&st);

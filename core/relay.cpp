@@ -69,7 +69,7 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 
 Relay::Relay(Config cfg)
     : cfg_(std::move(cfg)), read_sql_(stream::read_sql(cfg_)), parked_sql_(stream::parked_sql(cfg_)),
-      mark_sql_(stream::mark_sql(cfg_)), rng_(std::random_device{}()) {
+      record_sql_(stream::record_sql(cfg_)), rng_(std::random_device{}()) {
     cfg_.require_pg_url("the relay");
     cfg_.require_amqp_url("the relay");
     if (pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -122,10 +122,10 @@ void Relay::ensure_pg() {
         fail(Errc::invalid_argument, "no PostgreSQL URL configured (pg.url)");
     }
     c.emplace(pg::Conn::open(cfg_.pg_url, cfg_.pg_connect_timeout_s, cfg_.relay_name));
-    // The claim is small and frequent: JIT compilation would cost more than it saves. The
-    // relay's commits need not wait for the WAL flush: a mark lost in a database crash only
+    // The read is small and frequent: JIT compilation would cost more than it saves. The
+    // relay's commits need not wait for the WAL flush: a record lost in a database crash only
     // means the event is published again (at-least-once), and WAL order loses only a suffix of
-    // marks, so per-aggregate order still holds.
+    // records, so per-aggregate order still holds.
     c->exec_simple("SET jit = off; SET synchronous_commit = off");
     if (cfg_.relay_listen) {
         c->exec_simple("LISTEN \"" + cfg_.notify_channel + "\"");
@@ -444,7 +444,7 @@ struct Relay::PublishRound {
 
     // The broker's answer for one item: a confirmed, unreturned item is published and lets the next
     // link of its chain go; anything else is a failure.
-    void settle(int idx, bool acked, const char *why, bool unroutable_is_failure) {
+    void resolve(int idx, bool acked, const char *why, bool unroutable_is_failure) {
         RelayItem &it = items[static_cast<size_t>(idx)];
         if (acked && (!it.returned || !unroutable_is_failure)) {
             it.outcome = RelayOutcome::published;
@@ -468,14 +468,14 @@ struct Relay::PublishRound {
         if (!multiple) {
             auto found = in_flight.find(tag);
             if (found != in_flight.end()) {
-                settle(found->second, acked, why, unroutable_is_failure);
+                resolve(found->second, acked, why, unroutable_is_failure);
                 in_flight.erase(found);
             }
             return;
         }
         auto end = in_flight.upper_bound(tag);
         for (auto i = in_flight.begin(); i != end; ++i) {
-            settle(i->second, acked, why, unroutable_is_failure);
+            resolve(i->second, acked, why, unroutable_is_failure);
         }
         in_flight.erase(in_flight.begin(), end);
     }
@@ -569,7 +569,7 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
 // aggregates, parked; parked events published (removed) or failed again (backoff, FAILED at
 // relay.max_attempts). Events neither published nor parked are read again next step. A failure
 // drops the connection, so the next step reloads the stored progress (nothing is skipped).
-void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
+void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
     const auto t0 = Clock::now();
     std::vector<int64_t> published;
     std::vector<int64_t> gone;
@@ -639,10 +639,10 @@ void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
     }
     try {
         pg::Result r = db.exec_cached(
-            mark_sql_, {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
-                        array_literal(park_retries), array_literal(park_err), array_literal(park_delay),
-                        array_literal(gone_text), array_literal(again_pos), array_literal(again_err),
-                        array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor)});
+            record_sql_, {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
+                          array_literal(park_retries), array_literal(park_err), array_literal(park_delay),
+                          array_literal(gone_text), array_literal(again_pos), array_literal(again_err),
+                          array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor)});
         st.published += r.get_int(0, 0);
         st.failed += r.get_int(0, 1);
         st.dead += r.get_int(0, 2);
@@ -658,7 +658,7 @@ void Relay::mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) {
         drop_pg();
         throw;
     }
-    st.mark_us += micros_since(t0);
+    st.record_us += micros_since(t0);
 }
 
 RelayStats Relay::step() {
@@ -682,10 +682,10 @@ RelayStats Relay::step() {
         }
         throw;
     }
-    st.claimed = static_cast<int64_t>(items.size());
-    st.claim_us = micros_since(t0);
+    st.read = static_cast<int64_t>(items.size());
+    st.read_us = micros_since(t0);
     if (items.empty()) {
-        mark(db, items, st); // the cursor may pass gaps that became final
+        record(db, items, st); // the cursor may pass gaps that became final
         st.total_us = micros_since(t0);
         return st;
     }
@@ -699,11 +699,11 @@ RelayStats Relay::step() {
     const std::optional<std::string> amqp_error = publish(round);
     st.publish_us = micros_since(t1);
     collect_prefetch(db);
-    mark(db, items, st);
+    record(db, items, st);
     st.total_us = micros_since(t0);
     if (amqp_error) {
         fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
-                               " confirmed events were marked, the rest stay pending): " + *amqp_error);
+                               " confirmed events were recorded, the rest stay pending): " + *amqp_error);
     }
     return st;
 }
@@ -819,22 +819,21 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
                 on_step(st);
             }
             report(st, Errc::ok, {}, 0);
-            // A step that claims nothing may still collect the marks of the previous batch.
-            if (st.claimed > 0 || st.published > 0 || st.failed > 0) {
-                log(LogLevel::info, "batch: claimed " + std::to_string(st.claimed) + ", published " +
+            if (st.read > 0 || st.published > 0 || st.failed > 0) {
+                log(LogLevel::info, "batch: read " + std::to_string(st.read) + ", published " +
                                         std::to_string(st.published) + ", failed " + std::to_string(st.failed) +
                                         ", held back " + std::to_string(st.held_back) + " in " +
                                         std::to_string(st.total_us / 1000) + " ms");
             }
             // A full batch means more is waiting; a blocked broker means wait for unblocked.
             if (st.blocked || blocked_) {
-                discard_prefetch(); // no claim held while blocked; idle_wait uses the connections
+                discard_prefetch(); // no read left on its way while blocked; idle_wait uses the connection
                 idle_wait(cfg_.relay_poll_interval_ms);
-            } else if (st.claimed > 0 && st.claimed < cfg_.relay_batch_size) {
+            } else if (st.read > 0 && st.read < cfg_.relay_batch_size) {
                 poll_ms = busy_ms;
                 last_work = Clock::now();
                 idle_wait(poll_ms);
-            } else if (st.claimed == 0) {
+            } else if (st.read == 0) {
                 idle_wait(poll_ms);
                 if (Clock::now() - last_work > std::chrono::milliseconds(cfg_.relay_linger_ms)) {
                     poll_ms = static_cast<int>(std::min<int64_t>(int64_t{poll_ms} * 2, idle_max));

@@ -1,7 +1,8 @@
 // The relay: moves committed events from the outbox table to RabbitMQ with publisher confirms.
 //
 // Rules it keeps (DESIGN.md, "The relay's rules"):
-// - claims with FOR UPDATE SKIP LOCKED, so any number of relays share one table;
+// - one relay per table is active: the one holding the table's session advisory lock (the
+//   others stand by and take over from the stored cursor); it reads the events in position order;
 // - an event is published only after every earlier event of its aggregate was confirmed: within
 //   a step each aggregate is a chain, and the next link goes out when the broker acked the
 //   previous one; across aggregates, up to `relay.window` messages are in flight;
@@ -36,15 +37,17 @@
 namespace outbox {
 
 struct RelayStats {
-    int64_t claimed = 0;     // events claimed this step
+    int64_t read = 0;        // events read this step (new ones, and ones due for a retry)
     int64_t published = 0;   // confirmed and recorded published
     int64_t failed = 0;      // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
     int64_t dead = 0;        // of `failed`, those that reached relay.max_attempts and are now FAILED
-    int64_t held_back = 0;   // claimed but not published because an earlier event of the aggregate was not confirmed
+    int64_t held_back = 0;   // read but not published because an earlier event of the aggregate was not confirmed
     int64_t unroutable = 0;  // returned by the broker (no queue bound)
     int64_t nacked = 0;      // negatively confirmed by the broker
     int64_t unconfirmed = 0; // published but no confirm within relay.confirm_timeout_ms (left PENDING)
-    int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
+    // Reading, publishing with confirms, recording the outcomes (one statement), the whole step.
+    // (outbox_relay_stats keeps version 1's names for the ABI: claimed, claim_us, mark_us.)
+    int64_t read_us = 0, publish_us = 0, record_us = 0, total_us = 0;
     bool blocked = false; // the broker blocked publishing (resource alarm) during the step
 };
 
@@ -68,7 +71,7 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 
 enum class RelayOutcome { pending, in_flight, published, failed, held_back };
 
-// One claimed event while a step handles it.
+// One event read, while a step handles it.
 struct RelayItem {
     EventRow row;
     int64_t position = 0;
@@ -88,7 +91,7 @@ class Relay {
     Relay(const Relay &) = delete;
     Relay &operator=(const Relay &) = delete;
 
-    // One round: claim due events, publish with confirms, mark the outcome, commit. Connects on
+    // One round: read due events, publish with confirms, record the outcomes. Connects on
     // first use. Throws Error(connection/broker/timeout/database) when a server fails; the
     // failed connection is dropped first, so the next step reconnects.
     RelayStats step();
@@ -108,7 +111,7 @@ class Relay {
     // Called by run() after every step, on the relay's thread, whether it succeeded or failed.
     void set_step_observer(StepObserver fn) { observer_ = std::move(fn); }
     // Whether the relay holds a PostgreSQL connection (as of the last step; a connection that broke
-    // since is noticed by the next step). Safe while a batch's marks commit in the background.
+    // since is noticed by the next step). Safe from any thread.
     [[nodiscard]] bool pg_connected() const { return pg_up_.load(std::memory_order_relaxed); }
     [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
     // The RabbitMQ node ("host:port") of the current or last connection; "" before the first.
@@ -137,7 +140,7 @@ class Relay {
     std::optional<std::string> publish(PublishRound &round);
     void send_ready(PublishRound &round, amqp::Connection &mq);
     void on_broker_event(PublishRound &round, const amqp::Event &ev);
-    void mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
+    void record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
     void reload_parked(pg::Conn &db);
     void maintain_partitions(pg::Conn &db);
     void discard_prefetch() noexcept;
@@ -163,7 +166,7 @@ class Relay {
     bool blocked_ = false;
     std::string read_sql_;
     std::string parked_sql_;
-    std::string mark_sql_;
+    std::string record_sql_;
     // Whether this relay holds the table's relay lock (one relay per table is active; the others
     // stand by), its progress, and the aggregates that have parked events.
     bool active_ = false;

@@ -190,6 +190,7 @@ export class Database {
   close(): Promise<void>;
 }
 
+/** What one relay step did. `claimed`, `claimUs` and `markUs` keep version 1's names: the events read, the time reading, the time recording outcomes. */
 export interface RelayStats {
   claimed: number;
   published: number;

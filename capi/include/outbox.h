@@ -298,6 +298,10 @@ typedef struct outbox_relay outbox_relay;
  * its outcomes (receipts, parked events, the relay's cursor) in one statement before it returns,
  * so when outbox_relay_step() returns every outcome so far is committed. A relay standing by
  * (another one is active on the table) reports zeroes.
+ *
+ * `claimed`, `claim_us` and `mark_us` keep the names of storage version 1 (which claimed events
+ * and marked them), so the layout and the API hold: they are the events read, the time reading,
+ * and the time recording the outcomes.
  */
 typedef struct outbox_relay_stats {
     size_t size;

@@ -165,9 +165,9 @@ TEST_F(RelayCapiTest, StepPublishesFillsStatsUpToTheirSizeAndLogsWithoutPassword
     outbox_relay_free(quiet);
 }
 
-// Under a backlog every step records its outcomes before it returns (storage version 2 keeps no
-// batch claimed ahead; TSan runs this one too): each step's stats add up, every event is published
-// once the steps come back empty, and per aggregate published_at never goes back in seq order.
+// Under a backlog every step records its outcomes before it returns (storage version 2 reads
+// nothing ahead that a later step would count; TSan runs this one too): each step's stats add up, every event is
+// published once the steps come back empty, and per aggregate published_at never goes back in seq order.
 TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "16"), OUTBOX_OK) << outbox_last_error();
     constexpr int kAggregates = 24;
@@ -202,7 +202,7 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
         }
     }
     EXPECT_EQ(claimed, kAggregates * kPerAggregate);
-    EXPECT_EQ(published, kAggregates * kPerAggregate) << "the stats lost or double-counted marks";
+    EXPECT_EQ(published, kAggregates * kPerAggregate) << "the stats lost or double-counted records";
     EXPECT_EQ(count("status = 'PUBLISHED'"), kAggregates * kPerAggregate);
     EXPECT_EQ(count("EXISTS (SELECT 1 FROM " + table + " o2 WHERE o2.aggregate_id = " + table +
                     ".aggregate_id AND o2.seq > " + table + ".seq AND o2.published_at < " + table + ".published_at)"),
