@@ -11,6 +11,12 @@
 //   nacks and returns are failures with backoff (the event parked with its retries);
 // - a lost connection mid-batch never records an unconfirmed event: what was confirmed is
 //   recorded, the rest stays pending and goes out again (at-least-once).
+//
+// Where it lives: relay.cpp (construction, step() and run()), relay_connections.cpp,
+// relay_leader.cpp (the relay lock and the progress it loads), relay_read.cpp (the read and the
+// read made ahead), relay_upkeep.cpp (partitions), relay_publish.cpp (chains and the publish
+// round), relay_record.cpp (the outcome record), relay_wait.cpp (idle waiting);
+// relay_internal.hpp holds what they share.
 #pragma once
 
 #include "amqp.hpp"
