@@ -1,5 +1,5 @@
 // relay_drain: the drain child of relay_bench. One drain of a backlog by the relay (public C API:
-// outbox_relay_new, then outbox_relay_step until a step claims nothing), its DrainStats on stdout.
+// outbox_relay_new, then outbox_relay_step until a step reads nothing), its DrainStats on stdout.
 // A process of its own, so that its peak RSS (wait4's ru_maxrss in relay_bench) is the relay's.
 //
 //   relay_drain SCHEMA EXCHANGE CHANNEL BATCH WINDOW EXPECTED KEY STEPS_CSV PG_OPTIONS
@@ -22,9 +22,10 @@ using namespace bench;
 
 namespace {
 
-// The relay drain itself (public C API: outbox_relay_new, outbox_relay_step until a step claims
-// nothing), timed from the first step (which also connects) to the end of the step that marked the
-// last event.
+// The relay drain itself (public C API: outbox_relay_new, outbox_relay_step until a step reads
+// nothing), timed from the first step (which also connects) to the end of the step that recorded
+// the last event. (outbox_relay_stats and the CSV/JSON keys keep version 1's names: claimed =
+// read, claim_us = reading, mark_us = recording.)
 DrainStats drain(const Run &run, int batch, int window, const std::string &pg_url, long expected,
                  const std::string &key, const std::string &steps_csv) {
     outbox_config *cfg = relay_config(run, batch, window, pg_url);
@@ -54,8 +55,7 @@ DrainStats drain(const Run &run, int batch, int window, const std::string &pg_ur
         if (rc != OUTBOX_OK) {
             die(key + ": outbox_relay_step: " + outbox_status_name(rc) + ": " + outbox_last_error());
         }
-        // Under a backlog a batch's marks commit in the background and are counted by a later
-        // step; the step that claims nothing collects the last of them.
+        // Every step records its outcomes before it returns: its stats are everything it did.
         d.published += st.published;
         d.failed += st.failed;
         d.mark_us += st.mark_us;

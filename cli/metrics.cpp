@@ -36,7 +36,7 @@ void Metrics::on_step(const outbox_relay_step_info &info) {
     published_ += st.published;
     failed_ += st.failed;
     dead_ += st.dead;
-    claimed_ += st.claimed;
+    read_ += st.claimed; // outbox_relay_stats keeps version 1's name: events read
     ++steps_;
     last_error_.clear();
     if (st.claimed > 0) { // idle polls would drown the batch durations
@@ -71,7 +71,8 @@ std::string Metrics::render() const {
     counter("outbox_events_published_total", "Events confirmed by the broker and recorded as published.", published_);
     counter("outbox_events_failed_total", "Publish attempts that failed (nacked, returned or rejected).", failed_);
     counter("outbox_events_dead_total", "Events that reached relay.max_attempts and became FAILED.", dead_);
-    counter("outbox_events_claimed_total", "Events read by relay steps.", claimed_);
+    // Version 1's name, kept: dashboards and alerts read it.
+    counter("outbox_events_claimed_total", "Events read by relay steps.", read_);
     counter("outbox_relay_steps_total", "Relay steps completed.", steps_);
     counter("outbox_relay_step_errors_total", "Relay steps that failed (a server error; retried with backoff).",
             step_errors_);

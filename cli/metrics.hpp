@@ -37,7 +37,7 @@ class Metrics {
 
   private:
     mutable std::mutex mu_;
-    int64_t published_ = 0, failed_ = 0, dead_ = 0, claimed_ = 0, steps_ = 0, step_errors_ = 0;
+    int64_t published_ = 0, failed_ = 0, dead_ = 0, read_ = 0, steps_ = 0, step_errors_ = 0;
     std::vector<double> bounds_;
     std::vector<int64_t> buckets_; // non-cumulative counts per bound, + the +Inf bucket at the end
     double duration_sum_ = 0;

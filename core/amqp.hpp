@@ -1,4 +1,7 @@
 // RabbitMQ access: one AMQP 0-9-1 connection with one channel, over librabbitmq-c (0.11), behind RAII.
+// Where it lives: amqp.cpp (opening, the channel's methods, wait()), amqp_frames.cpp (frame
+// decoding), amqp_urls.cpp (the address list), amqp_watchdog.* (the send watchdog); amqp_impl.hpp
+// holds Connection::Impl and what they share; amqp_wire.* the table and property encoding.
 //
 // Everything that touches the network is bounded in time, because the relay must never hang on a
 // broker that stopped answering (memory/disk alarm, SIGSTOP, a dead peer behind a NAT):

@@ -1,7 +1,8 @@
 // The relay: moves committed events from the outbox table to RabbitMQ with publisher confirms.
 //
 // Rules it keeps (DESIGN.md, "The relay's rules"):
-// - claims with FOR UPDATE SKIP LOCKED, so any number of relays share one table;
+// - one relay per table is active: the one holding the table's session advisory lock (the
+//   others stand by and take over from the stored cursor); it reads the events in position order;
 // - an event is published only after every earlier event of its aggregate was confirmed: within
 //   a step each aggregate is a chain, and the next link goes out when the broker acked the
 //   previous one; across aggregates, up to `relay.window` messages are in flight;
@@ -10,6 +11,12 @@
 //   nacks and returns are failures with backoff (the event parked with its retries);
 // - a lost connection mid-batch never records an unconfirmed event: what was confirmed is
 //   recorded, the rest stays pending and goes out again (at-least-once).
+//
+// Where it lives: relay.cpp (construction, step() and run()), relay_connections.cpp,
+// relay_leader.cpp (the relay lock and the progress it loads), relay_read.cpp (the read and the
+// read made ahead), relay_upkeep.cpp (partitions), relay_publish.cpp (chains and the publish
+// round), relay_record.cpp (the outcome record), relay_wait.cpp (idle waiting);
+// relay_internal.hpp holds what they share.
 #pragma once
 
 #include "amqp.hpp"
@@ -36,15 +43,17 @@
 namespace outbox {
 
 struct RelayStats {
-    int64_t claimed = 0;     // events claimed this step
+    int64_t read = 0;        // events read this step (new ones, and ones due for a retry)
     int64_t published = 0;   // confirmed and recorded published
     int64_t failed = 0;      // nacked, returned or rejected: retry_count +1 with backoff (or FAILED)
     int64_t dead = 0;        // of `failed`, those that reached relay.max_attempts and are now FAILED
-    int64_t held_back = 0;   // claimed but not published because an earlier event of the aggregate was not confirmed
+    int64_t held_back = 0;   // read but not published because an earlier event of the aggregate was not confirmed
     int64_t unroutable = 0;  // returned by the broker (no queue bound)
     int64_t nacked = 0;      // negatively confirmed by the broker
     int64_t unconfirmed = 0; // published but no confirm within relay.confirm_timeout_ms (left PENDING)
-    int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0;
+    // Reading, publishing with confirms, recording the outcomes (one statement), the whole step.
+    // (outbox_relay_stats keeps version 1's names for the ABI: claimed, claim_us, mark_us.)
+    int64_t read_us = 0, publish_us = 0, record_us = 0, total_us = 0;
     bool blocked = false; // the broker blocked publishing (resource alarm) during the step
 };
 
@@ -68,7 +77,7 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
 
 enum class RelayOutcome { pending, in_flight, published, failed, held_back };
 
-// One claimed event while a step handles it.
+// One event read, while a step handles it.
 struct RelayItem {
     EventRow row;
     int64_t position = 0;
@@ -88,16 +97,10 @@ class Relay {
     Relay(const Relay &) = delete;
     Relay &operator=(const Relay &) = delete;
 
-    // One round: claim due events, publish with confirms, mark the outcome, commit. Connects on
+    // One round: read due events, publish with confirms, record the outcomes. Connects on
     // first use. Throws Error(connection/broker/timeout/database) when a server fails; the
     // failed connection is dropped first, so the next step reconnects.
     RelayStats step();
-
-    // Waits until every outcome of earlier steps is committed and releases a batch claimed ahead
-    // (rolled back, its events due again at once), adding the collected marks to `st`
-    // (published, failed, dead, mark_us). For a caller that steps by hand and wants to know, or
-    // exit with, everything its steps did: after step() + settle() the counts are complete.
-    void settle(RelayStats &st);
 
     // Steps until stop(): wakes on NOTIFY (relay.listen) or after relay.poll_interval_ms,
     // reconnects with backoff on failures, services AMQP heartbeats while idle. Returns after a
@@ -114,7 +117,7 @@ class Relay {
     // Called by run() after every step, on the relay's thread, whether it succeeded or failed.
     void set_step_observer(StepObserver fn) { observer_ = std::move(fn); }
     // Whether the relay holds a PostgreSQL connection (as of the last step; a connection that broke
-    // since is noticed by the next step). Safe while a batch's marks commit in the background.
+    // since is noticed by the next step). Safe from any thread.
     [[nodiscard]] bool pg_connected() const { return pg_up_.load(std::memory_order_relaxed); }
     [[nodiscard]] bool amqp_connected() const { return mq_ != nullptr; }
     // The RabbitMQ node ("host:port") of the current or last connection; "" before the first.
@@ -143,24 +146,22 @@ class Relay {
     std::optional<std::string> publish(PublishRound &round);
     void send_ready(PublishRound &round, amqp::Connection &mq);
     void on_broker_event(PublishRound &round, const amqp::Event &ev);
-    void mark(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
+    void record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
     void reload_parked(pg::Conn &db);
     void maintain_partitions(pg::Conn &db);
-    void drop_broken_pg() noexcept;
     void discard_prefetch() noexcept;
-    void ensure_pg(int slot);
+    void ensure_pg();
     void ensure_amqp();
-    void drop_pg(int slot) noexcept;
+    void drop_pg() noexcept;
     void drop_amqp() noexcept;
     void idle_wait(int timeout_ms);
     void sleep_interruptible(int ms);
     void log(LogLevel level, const std::string &msg) const;
 
     Config cfg_;
-    // Slot 0: reads, marks, the relay lock and LISTEN. Slot 1 is not opened by storage version 2
-    // (version 1 claimed the next batch on it); the closed partitions' indexes use a connection
-    // of their own (retention::Indexer).
-    std::optional<pg::Conn> pg_[2];
+    // The relay's one connection: reads, records, the relay lock and LISTEN. The closed
+    // partitions' indexes use a connection of their own (retention::Indexer).
+    std::optional<pg::Conn> pg_;
     std::atomic<bool> pg_up_{false};
     std::unique_ptr<amqp::Connection> mq_;
     size_t broker_next_ = 0; // the address of amqp.url tried first at the next connect (after a loss: the next node)
@@ -171,7 +172,7 @@ class Relay {
     bool blocked_ = false;
     std::string read_sql_;
     std::string parked_sql_;
-    std::string mark_sql_;
+    std::string record_sql_;
     // Whether this relay holds the table's relay lock (one relay per table is active; the others
     // stand by), its progress, and the aggregates that have parked events.
     bool active_ = false;
@@ -181,7 +182,7 @@ class Relay {
     std::set<std::pair<std::string, std::string>> parked_aggs_;
     // The next stream read, sent while a full batch is published (the broker waits for nothing
     // between batches): used by the next step only when it would make the very same read, so it
-    // is that read made a little earlier. `sent` until collected, before anything else uses slot 0.
+    // is that read made a little earlier. `sent` until collected, before anything else uses the connection.
     struct Prefetch {
         StreamRead read;
         pg::Result result;

@@ -152,7 +152,7 @@ std::pair<int64_t, int64_t> drop(pg::Conn &conn, const Config &cfg, const std::v
     }
     return ranges::with_short_locks(conn, 50, [&]() -> std::pair<int64_t, int64_t> {
         conn.exec_simple(schema::ddl_lock_sql);
-        // The receipts first, as the relay's mark takes them (their partitions go with the events').
+        // The receipts first, as the relay's record statement takes them (their partitions go with the events').
         conn.exec_simple("LOCK TABLE " + stream::receipts_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
         conn.exec_simple("LOCK TABLE " + stream::events_table(cfg) + " IN ACCESS EXCLUSIVE MODE");
         std::pair<int64_t, int64_t> done{0, 0};

@@ -1,5 +1,6 @@
 // The outbox table's statements: the transactional write (and its rendered form for foreign
-// drivers) and the relay's claim. All SQL is parameterised; identifiers come validated.
+// drivers). All SQL is parameterised; identifiers come validated. (The relay's statements are in
+// stream.hpp.)
 #pragma once
 
 #include "config.hpp"
@@ -39,7 +40,4 @@ Statement render_write(const Config &cfg, Event &ev);
 // transaction usable. Throws Error(duplicate) for a used idempotency key.
 void write(pg::Conn &conn, const Config &cfg, Event &ev);
 
-// The relay finds work per aggregate, not per event, so a backlog concentrated on a few
-// aggregates costs no more to claim than one spread over many:
-//
 } // namespace outbox::store

@@ -105,7 +105,7 @@ void Progress::observe(const std::vector<int64_t> &rechecked, const std::vector<
     for (int64_t p : fresh) {
         for (int64_t missing = prev + 1; missing < p; ++missing) {
             if (done_.count(missing) == 0) {
-                gaps_.emplace(missing, 0); // its bound comes with the next mark (set_bound)
+                gaps_.emplace(missing, 0); // its bound comes with the next record (set_bound)
             }
         }
         prev = std::max(prev, p);
@@ -207,7 +207,7 @@ std::string parked_sql(const Config &cfg) {
            " WHERE h.status = 'PENDING' AND h.next_attempt_at <= now() ORDER BY e.position LIMIT CAST($1 AS integer)";
 }
 
-std::string mark_sql(const Config &cfg) {
+std::string record_sql(const Config &cfg) {
     const std::string p = parked_table(cfg);
     // $1/$2 receipt ranges; $3..$7 events parked now (position, status, retry_count, error, delay
     // ms); $8 parked events published (removed); $9..$11 parked events failed again (position,

@@ -9,7 +9,7 @@
 // (an in-flight event is published as soon as it commits) and is final once every transaction that
 // could hold it has ended. The writer that took it got its transaction id before taking the
 // position (the counter upsert comes first), and that was before the read that noticed the gap,
-// because a later position was already committed then. The relay's next mark statement gets a
+// because a later position was already committed then. The relay's next record statement gets a
 // transaction id of its own, later than all of those: once the oldest running transaction (a
 // later read's snapshot xmin) is at or past that id, a gap still missing is a rolled-back write and
 // will never appear. (The snapshot's own xmax or running list is not enough: xmax is the latest
@@ -66,7 +66,7 @@ class Progress {
     void retry(int64_t position) { retry_.insert(position); }
     // The cursor the done positions allow: everything below the lowest gap or retry.
     int64_t advance();
-    // The transaction id of a mark made after the read that noticed the newest gaps: those gaps
+    // The transaction id of a record statement made after the read that noticed the newest gaps: those gaps
     // are final once a snapshot's xmin reaches it.
     void set_bound(uint64_t xid);
     [[nodiscard]] bool awaiting_bound() const;
@@ -101,7 +101,7 @@ std::string read_sql(const Config &cfg);
 // position on (no snapshot column).
 std::string parked_sql(const Config &cfg);
 // Records one step's outcomes and the cursor, one statement; see relay.cpp for the parameters.
-std::string mark_sql(const Config &cfg);
+std::string record_sql(const Config &cfg);
 // The lock that makes one relay per outbox table the active one ($1: the qualified table name).
 constexpr const char *lock_sql =
     "SELECT pg_try_advisory_lock(hashtextextended('outbox relay ' || CAST($1 AS text), 0))";

@@ -192,6 +192,7 @@ export class Database {
   close(): Promise<void>;
 }
 
+/** What one relay step did. `claimed`, `claimUs` and `markUs` keep version 1's names: the events read, the time reading, the time recording outcomes. */
 export interface RelayStats {
   claimed: number;
   published: number;
@@ -217,8 +218,6 @@ export class Relay {
   readonly running: boolean;
   /** One round: read events, publish with confirms, record the outcomes (zeroes while standing by). */
   step(): Promise<RelayStats>;
-  /** Kept for code written for storage version 1: steps now record their outcomes themselves; resolves with zeroes. */
-  settle(): Promise<RelayStats>;
   /** Runs until stop() (LISTEN/NOTIFY wake-ups, reconnects); resolves then. */
   run(): Promise<void>;
   stop(): void;

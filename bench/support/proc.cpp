@@ -48,7 +48,7 @@ void count_batches(Daemon *dp) {
             const std::string line = buf.substr(0, nl);
             buf.erase(0, nl + 1);
             const size_t at = line.find(", published ");
-            if (line.find("batch: claimed") != std::string::npos && at != std::string::npos) {
+            if (line.find("batch: read") != std::string::npos && at != std::string::npos) {
                 dp->published.fetch_add(std::atol(line.c_str() + at + 12));
                 dp->last_ns.store(now_ns());
             } else {

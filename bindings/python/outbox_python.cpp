@@ -493,20 +493,6 @@ class Relay {
         check(f);
         return stats_tuple(stats);
     }
-    // Bounded (it waits for marks already committing), so no interruption slices are needed.
-    py::tuple settle() {
-        outbox_relay *h = handle();
-        outbox_relay_stats stats;
-        outbox_relay_stats_init(&stats);
-        Failure f;
-        {
-            py::gil_scoped_release nogil;
-            std::lock_guard<std::mutex> lk(mu_);
-            f = failure(outbox_relay_settle(h, &stats));
-        }
-        check(f);
-        return stats_tuple(stats);
-    }
     void run(bool on_main_thread) {
         outbox_relay *h = handle();
         std::unique_lock<std::mutex> lk(mu_, std::defer_lock);
@@ -916,7 +902,6 @@ PYBIND11_MODULE(_native, m) {
         .def(py::init<const Config &, py::object>(), "config"_a, "log"_a = py::none())
         .def("close", &Relay::close)
         .def("step", &Relay::step, "on_main_thread"_a)
-        .def("settle", &Relay::settle)
         .def("run", &Relay::run, "on_main_thread"_a)
         .def("stop", &Relay::stop)
         .def("reset", &Relay::reset);

@@ -306,6 +306,10 @@ typedef struct outbox_relay outbox_relay;
  * its outcomes (receipts, parked events, the relay's cursor) in one statement before it returns,
  * so when outbox_relay_step() returns every outcome so far is committed. A relay standing by
  * (another one is active on the table) reports zeroes.
+ *
+ * `claimed`, `claim_us` and `mark_us` keep the names of storage version 1 (which claimed events
+ * and marked them), so the layout and the API hold: they are the events read, the time reading,
+ * and the time recording the outcomes.
  */
 typedef struct outbox_relay_stats {
     size_t size;
@@ -378,13 +382,11 @@ OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log
  */
 OUTBOX_API outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats);
 /**
- * Kept for programs written for storage version 1, where a step under a backlog left its marks
- * committing in the background and claimed the next batch ahead: this waited for those marks and
- * released that batch. Every step now records its outcomes before it returns and claims nothing
- * ahead, so there is nothing to wait for: it reports zeroes. Calling it before reporting or exiting
- * stays correct.
- * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). Only what the
- *             settling collected is reported (`claimed` is 0).
+ * Does nothing; kept so that programs written for storage version 1 still link and run.
+ * @deprecated Since 0.1.0 (storage version 2): a no-op. Every outbox_relay_step() records its
+ * outcomes before it returns and reads nothing ahead, so there is nothing left to wait for or to
+ * release. Do not call it in new code; it stays exported so the ABI holds.
+ * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). Always zeroes.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size).
  */
 OUTBOX_API outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats);

@@ -7,14 +7,15 @@ using outbox::capi::guard;
 
 namespace {
 
-// Copies the fields the caller's (possibly older, smaller) struct has; NULL is fine.
+// Copies the fields the caller's (possibly older, smaller) struct has; NULL is fine. The public
+// struct keeps version 1's names: claimed = read, claim_us = read_us, mark_us = record_us.
 void copy_stats(outbox_relay_stats *stats, const outbox::RelayStats &s) {
     if (stats == nullptr) {
         return;
     }
     outbox_relay_stats full{};
     full.size = stats->size;
-    full.claimed = s.claimed;
+    full.claimed = s.read;
     full.published = s.published;
     full.failed = s.failed;
     full.dead = s.dead;
@@ -22,9 +23,9 @@ void copy_stats(outbox_relay_stats *stats, const outbox::RelayStats &s) {
     full.unroutable = s.unroutable;
     full.nacked = s.nacked;
     full.unconfirmed = s.unconfirmed;
-    full.claim_us = s.claim_us;
+    full.claim_us = s.read_us;
     full.publish_us = s.publish_us;
-    full.mark_us = s.mark_us;
+    full.mark_us = s.record_us;
     full.total_us = s.total_us;
     full.blocked = s.blocked ? 1 : 0;
     std::memcpy(stats, &full, std::min(stats->size, sizeof full));
@@ -98,11 +99,8 @@ outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats
         outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "stats->size must be set (outbox_relay_stats_init)");
         return OUTBOX_ERR_INVALID_ARGUMENT;
     }
-    return guard([&] {
-        outbox::RelayStats s;
-        relay->relay.settle(s);
-        copy_stats(stats, s);
-    });
+    (void)relay; // deprecated: every step records its outcomes before it returns (outbox.h)
+    return guard([&] { copy_stats(stats, outbox::RelayStats{}); });
 }
 
 outbox_status outbox_relay_run(outbox_relay *relay) {

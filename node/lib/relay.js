@@ -66,15 +66,6 @@ class Relay {
   }
 
   /**
-   * Kept for code written for storage version 1, whose steps left marks committing in the
-   * background (outbox_relay_settle): every step now records its outcomes before it resolves, so
-   * this resolves with zeroes.
-   */
-  settle() {
-    return this._op(async (h) => stats(await native.relay_settle(h)));
-  }
-
-  /**
    * Runs the relay (outbox_relay_run, on a thread of its own) until stop(); resolves then.
    * Calling run() while it runs returns the same promise.
    */

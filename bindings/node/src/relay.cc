@@ -47,7 +47,7 @@ Napi::Object stats_object(Napi::Env env, const outbox_relay_stats &s) {
     return o;
 }
 
-// relay_step(relay) / relay_settle(relay) -> Promise<stats>
+// relay_step(relay) -> Promise<stats>
 using StatsCall = outbox_status (*)(outbox_relay *, outbox_relay_stats *);
 class StepWorker : public Worker {
   public:
@@ -69,13 +69,6 @@ class StepWorker : public Worker {
 Napi::Value RelayStep(const Napi::CallbackInfo &info) {
     auto *h = unwrap<outbox_relay>(info, 0);
     auto *w = new StepWorker(info.Env(), h->ptr, outbox_relay_step, "outbox_relay_step");
-    w->hold(info[0], h);
-    return w->start();
-}
-
-Napi::Value RelaySettle(const Napi::CallbackInfo &info) {
-    auto *h = unwrap<outbox_relay>(info, 0);
-    auto *w = new StepWorker(info.Env(), h->ptr, outbox_relay_settle, "outbox_relay_settle");
     w->hold(info[0], h);
     return w->start();
 }
@@ -188,7 +181,6 @@ void register_relay(Napi::Env env, Napi::Object exports) {
     def(env, exports, "relay_free", RelayFree);
     def(env, exports, "relay_set_logger", RelaySetLogger);
     def(env, exports, "relay_step", RelayStep);
-    def(env, exports, "relay_settle", RelaySettle);
     def(env, exports, "relay_run", RelayRun);
     def(env, exports, "relay_stop", RelayStop);
     def(env, exports, "relay_reset", RelayReset);

@@ -165,9 +165,9 @@ TEST_F(RelayCapiTest, StepPublishesFillsStatsUpToTheirSizeAndLogsWithoutPassword
     outbox_relay_free(quiet);
 }
 
-// Under a backlog every step records its outcomes before it returns (storage version 2 keeps no
-// batch claimed ahead; TSan runs this one too): each step's stats add up, every event is published
-// once the steps come back empty, and per aggregate published_at never goes back in seq order.
+// Under a backlog every step records its outcomes before it returns (storage version 2 reads
+// nothing ahead that a later step would count; TSan runs this one too): each step's stats add up, every event is
+// published once the steps come back empty, and per aggregate published_at never goes back in seq order.
 TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "16"), OUTBOX_OK) << outbox_last_error();
     constexpr int kAggregates = 24;
@@ -202,7 +202,7 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
         }
     }
     EXPECT_EQ(claimed, kAggregates * kPerAggregate);
-    EXPECT_EQ(published, kAggregates * kPerAggregate) << "the stats lost or double-counted marks";
+    EXPECT_EQ(published, kAggregates * kPerAggregate) << "the stats lost or double-counted records";
     EXPECT_EQ(count("status = 'PUBLISHED'"), kAggregates * kPerAggregate);
     EXPECT_EQ(count("EXISTS (SELECT 1 FROM " + table + " o2 WHERE o2.aggregate_id = " + table +
                     ".aggregate_id AND o2.seq > " + table + ".seq AND o2.published_at < " + table + ".published_at)"),
@@ -210,10 +210,10 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
     outbox_relay_free(relay);
 }
 
-// A caller stepping by hand (`outbox relay --once`, a script) may settle before it reports: with
-// every step's outcomes recorded when it returns, settle adds nothing, twice is a no-op, and a
-// second relay on the table stands by while the first holds it, then takes over once it is freed.
-TEST_F(RelayCapiTest, SettleAddsNothingAndASecondRelayTakesOverWhenTheFirstIsFreed) {
+// Every step's outcomes are recorded when it returns, so the deprecated outbox_relay_settle (kept
+// for the ABI) is a no-op, twice too; and a second relay on the table stands by while the first
+// holds it, then takes over once it is freed.
+TEST_F(RelayCapiTest, DeprecatedSettleIsANoOpAndASecondRelayTakesOverWhenTheFirstIsFreed) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
     ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
     for (int a = 0; a < 200; ++a) {
@@ -257,7 +257,6 @@ TEST_F(RelayCapiTest, SettleAddsNothingAndASecondRelayTakesOverWhenTheFirstIsFre
     }
     EXPECT_EQ(st.claimed, 10) << "the second took over where the first left off";
     EXPECT_EQ(count("status = 'PUBLISHED'"), 40);
-    ASSERT_EQ(outbox_relay_settle(other, nullptr), OUTBOX_OK) << outbox_last_error();
     outbox_relay_free(other);
 }
 

@@ -89,8 +89,8 @@ TEST_F(CliTest, EveryHelpThatMentionsConfigurationKeysListsThem) {
     }
 }
 
-// A one-shot run reports what it did: with a full batch the step's marks commit in the background
-// and used to be counted by a next step that --once never runs ("published 0", --json ignored).
+// A one-shot run reports what it did: every step records its outcomes before it returns (version 1
+// committed a full batch's marks in the background, counted by a next step that --once never ran).
 TEST_F(CliTest, RelayOnceReportsEveryEventItPublished) {
     Collector sink(cfg.exchange);
     write_events(6, 6);

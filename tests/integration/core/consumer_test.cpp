@@ -1058,7 +1058,7 @@ TEST_F(ConsumerTest, RecoversFromLostBrokerAndDatabaseConnectionsWithOneEffectPe
                 }
                 conn.exec_simple("COMMIT");
                 produced += 20;
-                while (relay.step().claimed > 0) {
+                while (relay.step().read > 0) {
                 }
                 std::this_thread::sleep_for(20ms);
             }

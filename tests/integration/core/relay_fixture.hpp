@@ -69,18 +69,18 @@ class RelayTest : public ::testing::Test {
         return ids;
     }
 
-    // Steps until a step claims nothing; returns the summed stats.
+    // Steps until a step reads nothing; returns the summed stats.
     outbox::RelayStats drain(outbox::Relay &relay, int max_steps = 10000) {
         outbox::RelayStats total;
         for (int i = 0; i < max_steps; ++i) {
             outbox::RelayStats s = relay.step();
-            total.claimed += s.claimed;
+            total.read += s.read;
             total.published += s.published;
             total.failed += s.failed;
             total.held_back += s.held_back;
             total.unroutable += s.unroutable;
             total.nacked += s.nacked;
-            if (s.claimed == 0) {
+            if (s.read == 0) {
                 break;
             }
         }

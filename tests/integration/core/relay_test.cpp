@@ -99,7 +99,7 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
     write_events(20, 5);
     outbox::Relay relay(cfg);
     outbox::RelayStats s = relay.step();
-    EXPECT_EQ(s.claimed, 20) << "the 5 heads and their followers";
+    EXPECT_EQ(s.read, 20) << "the 5 heads and their followers";
     EXPECT_EQ(s.held_back, 15) << "followers wait for their head's confirm";
     EXPECT_EQ(s.unroutable, 5) << "only the heads went out";
     EXPECT_EQ(s.failed, 5);
@@ -109,13 +109,13 @@ TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
                           " WHERE retry_count = 1 AND next_attempt_at > now() AND error_message LIKE 'unroutable%'"),
               5);
     // Within the backoff nothing is due: the failed heads hold their aggregates back.
-    EXPECT_EQ(relay.step().claimed, 0);
+    EXPECT_EQ(relay.step().read, 0);
     // Once due (made due now, rather than waiting 10-20 s), they are tried again and fail again.
     make_due();
     outbox::RelayStats again = relay.step();
     EXPECT_EQ(again.failed, 5);
     EXPECT_EQ(scalar_long("SELECT min(retry_count) FROM " + table() + " WHERE seq = 1"), 2);
-    EXPECT_EQ(relay.step().claimed, 0) << "backing off again";
+    EXPECT_EQ(relay.step().read, 0) << "backing off again";
 
     // Bind a queue: once due they all go out, in order.
     Collector queue(cfg.exchange);
@@ -141,11 +141,11 @@ TEST_F(RelayTest, AReadMadeAheadOfAFailedBatchKeepsItsEventsBehindTheirParkedAgg
     write_events(30, 5); // positions 1-30, aggregate i % 5: six events each
     outbox::Relay relay(cfg);
     outbox::RelayStats first = relay.step();
-    EXPECT_EQ(first.claimed, 10);
+    EXPECT_EQ(first.read, 10);
     EXPECT_EQ(first.unroutable, 5) << "the heads went out and came back";
     EXPECT_EQ(first.published, 0);
     outbox::RelayStats second = relay.step(); // the read made ahead during the first step
-    EXPECT_EQ(second.claimed, 10);
+    EXPECT_EQ(second.read, 10);
     EXPECT_EQ(second.unroutable, 0) << "nothing of a parked aggregate is sent";
     EXPECT_EQ(second.published, 0);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + outbox::stream::parked_table(cfg)), 20);
@@ -213,8 +213,8 @@ TEST_F(RelayTest, MaxAttemptsMakesAnEventFailed) {
     EXPECT_EQ(s.failed, 1);
     EXPECT_EQ(s.dead, 1);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'FAILED' AND retry_count = 2"), 1);
-    // A FAILED head holds its aggregate: the second event is never claimed.
-    EXPECT_EQ(relay.step().claimed, 0);
+    // A FAILED head holds its aggregate: the second event is never read.
+    EXPECT_EQ(relay.step().read, 0);
 }
 
 TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
@@ -229,7 +229,7 @@ TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
     write_events(10, 10);
     outbox::Relay relay(cfg);
     outbox::RelayStats s = relay.step();
-    EXPECT_EQ(s.claimed, 10);
+    EXPECT_EQ(s.read, 10);
     EXPECT_GE(s.nacked, 8) << "the broker rejects all but one per queue";
     EXPECT_EQ(s.published + s.failed, 10);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), s.published);
@@ -269,7 +269,7 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     std::atomic<long> empty_steps{0};
     std::thread runner([&] {
         relay.run([&](const outbox::RelayStats &s) {
-            if (s.claimed == 0) {
+            if (s.read == 0) {
                 ++empty_steps;
             }
         });
@@ -293,7 +293,7 @@ TEST_F(RelayTest, BusyRelayPollsSoonWithoutNotifyAndBacksOffWhenIdle) {
     write_events(1, 1, "first");
     ASSERT_TRUE(wait_for(1, std::chrono::milliseconds(8000))) << "not even the poll interval picked it up";
 
-    // A stream of one event every 20 ms: each is claimed long before the 4 s poll interval.
+    // A stream of one event every 20 ms: each is read long before the 4 s poll interval.
     constexpr int kStream = 50;
     for (int i = 0; i < kStream; ++i) {
         write_events(1, 1, "s" + std::to_string(i));

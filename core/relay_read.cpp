@@ -1,0 +1,149 @@
+// The read: a step's events (due parked aggregates, then the stream from the frontier, gaps and
+// retries again) and the next read made ahead while a full batch is published.
+#include "relay.hpp"
+
+#include "stream.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace outbox {
+
+namespace {
+// One event row as read_sql and parked_sql return them, from column `c` (the position) on.
+RelayItem item_from(const pg::Result &r, int i, int c) {
+    RelayItem it;
+    it.position = r.get_int(i, c);
+    it.row.outbox_id = std::string(r.get(i, c + 1));
+    it.row.event_type = std::string(r.get(i, c + 2));
+    it.row.aggregate_type = std::string(r.get(i, c + 3));
+    it.row.aggregate_id = std::string(r.get(i, c + 4));
+    it.row.seq = r.get_int(i, c + 5);
+    it.row.operation = std::string(r.get(i, c + 6));
+    it.row.payload = std::string(r.get(i, c + 7));
+    it.row.previous_payload = r.get_opt(i, c + 8);
+    it.row.metadata = std::string(r.get(i, c + 9));
+    it.row.user = r.get_opt(i, c + 10);
+    it.row.created_at = std::string(r.get(i, c + 11));
+    it.row.created_epoch_s = r.get_int(i, c + 12);
+    it.retry_count = static_cast<int>(r.get_int(i, c + 13));
+    return it;
+}
+} // namespace
+
+// The due parked events: whole aggregates from their first parked event on, in position order.
+void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
+    if (parked_aggs_.empty()) {
+        return;
+    }
+    pg::Result r = db.exec_cached(parked_sql_, {std::to_string(cfg_.relay_batch_size)});
+    for (int i = 0; i < r.rows(); ++i) {
+        RelayItem it = item_from(r, i, 0);
+        it.parked = true;
+        items.push_back(std::move(it));
+    }
+}
+
+Relay::StreamRead Relay::stream_read(int limit) const {
+    StreamRead r;
+    r.positions = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
+    r.again = "{";
+    for (size_t i = 0; i < r.positions.size(); ++i) {
+        r.again += (i > 0 ? "," : "") + std::to_string(r.positions[i]);
+    }
+    r.again += "}";
+    // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
+    r.past = std::to_string(progress_.covers_retries(r.positions) ? progress_.frontier()
+                                                                  : std::numeric_limits<int64_t>::max());
+    r.limit = std::to_string(std::max(limit, 1));
+    return r;
+}
+
+// The stream: gaps and retries again, then the events past the frontier, in position order (those
+// only when every retry is read again). One autocommit statement: an idle relay's poll.
+void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
+    const int64_t frontier = progress_.frontier();
+    const StreamRead want = stream_read(limit);
+    const std::vector<int64_t> &again = want.positions;
+    pg::Result r;
+    if (prefetch_ && !prefetch_->sent && prefetch_->read == want) {
+        r = std::move(prefetch_->result);
+    } else {
+        r = db.exec_cached(read_sql_, {want.again, want.past, want.limit});
+    }
+    prefetch_.reset();
+    const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
+    std::vector<int64_t> found_again;
+    std::vector<int64_t> fresh;
+    for (int i = 0; i < r.rows(); ++i) {
+        if (r.is_null(i, 1)) {
+            continue; // no event: the snapshot's row alone
+        }
+        RelayItem it = item_from(r, i, 1);
+        if (it.position <= frontier) {
+            found_again.push_back(it.position);
+        } else {
+            fresh.push_back(it.position);
+            if (progress_.done(it.position)) {
+                continue; // published or parked before this relay took over
+            }
+        }
+        if (parked_aggs_.count({it.row.aggregate_type, it.row.aggregate_id}) > 0) {
+            it.park = true; // behind its aggregate's parked events
+        }
+        items.push_back(std::move(it));
+    }
+    progress_.observe(again, found_again, fresh, snap);
+}
+
+// After a full batch is read: sends the read the next step will make if every event of this batch
+// is published (the frontier past them, the same positions read again). A read is only ever
+// of events committed by its snapshot, whenever it is made, so an earlier one is as good: the next
+// step uses it when its own read would be the same (read_stream), and otherwise reads afresh.
+void Relay::send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items) {
+    prefetch_.reset();
+    if (items.size() < static_cast<size_t>(cfg_.relay_batch_size) || !parked_aggs_.empty() || stopping()) {
+        return; // no backlog behind this batch, or the next read depends on how this one ends
+    }
+    Prefetch p;
+    p.read = stream_read(cfg_.relay_batch_size);
+    db.send_cached(read_sql_, {p.read.again, p.read.past, p.read.limit});
+    p.sent = true;
+    prefetch_ = std::move(p);
+}
+
+// Takes the prefetched read's result, so that the connection is free again. On any failure the prefetch
+// is dropped: the next step reads afresh (and finds a lost connection itself).
+void Relay::collect_prefetch(pg::Conn &db) noexcept {
+    if (!prefetch_ || !prefetch_->sent) {
+        return;
+    }
+    try {
+        prefetch_->result = db.collect();
+        prefetch_->sent = false;
+    } catch (const std::exception &) {
+        prefetch_.reset();
+    }
+}
+
+std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
+    std::vector<RelayItem> items;
+    (void)st;
+    read_parked(db, items);
+    read_stream(db, items, cfg_.relay_batch_size - static_cast<int>(items.size()));
+    return items;
+}
+
+// Drops a read made ahead, first taking its result if it is still on its way, so that the
+// connection is free for the next statement.
+void Relay::discard_prefetch() noexcept {
+    if (prefetch_ && prefetch_->sent && pg_) {
+        collect_prefetch(*pg_);
+    }
+    prefetch_.reset();
+}
+
+} // namespace outbox
