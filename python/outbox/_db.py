@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import datetime as _dt
 import decimal
 import enum
@@ -20,6 +19,7 @@ from ._config import Config, ConfigLike, as_config
 from ._errors import ArgumentTypeError, ConnectionLost, InvalidArgument, LibpqMismatch
 from . import _drivers
 from ._events import EventFields, Written, event_fields
+from ._message import DedupeResult, Message, Order
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -50,25 +50,6 @@ class TxState(enum.IntEnum):
     INTRANS = 2  #: inside a transaction
     INERROR = 3  #: inside a failed transaction: roll back
     UNKNOWN = 4  #: the connection is bad
-
-
-class Order(enum.IntEnum):
-    """Order of an event within its aggregate, as a consumer saw it (``outbox_order``)."""
-
-    UNCHECKED = 0  #: not checked: a duplicate, no sequence, or inbox.order_check=false
-    IN_ORDER = 1  #: the next sequence number of its aggregate
-    STALE = 2  #: a later (or equal) sequence of its aggregate was already processed
-    GAP = 3  #: earlier sequence numbers of its aggregate were never processed
-
-
-@dataclasses.dataclass(frozen=True)
-class DedupeResult:
-    """What ``dedupe`` found: ``first_time`` True means process the event (it is now recorded
-    in the inbox, in your transaction); False means it was already processed: skip it."""
-
-    first_time: bool
-    order: Order = Order.UNCHECKED
-    previous_seq: int = 0
 
 
 _MIGRATE_TARGETS = {"all": 0, "outbox": 1, "inbox": 2}
@@ -541,34 +522,19 @@ class Db:
 
 def _dedupe_on(db: Db, consumer: Any, event: Any, *, seq: Optional[int] = None,
                aggregate_type: Optional[str] = None, aggregate_id: Optional[str] = None) -> DedupeResult:
-    from ._consumer import Consumer, Message
-
+    key = _dedupe_key(consumer, event, seq, aggregate_type, aggregate_id)
     if isinstance(db, _DriverDb):
-        return db._dedupe_key(_dedupe_key(consumer, event, seq, aggregate_type, aggregate_id))
+        return db._dedupe_key(key)
     h = db._handle()
     db._driver.ensure_transaction(h)
-    if isinstance(event, Message) and isinstance(consumer, Consumer):
+    native_consumer = getattr(consumer, "_handle", None)  # an outbox.Consumer
+    if isinstance(event, Message) and callable(native_consumer) and seq is None and aggregate_type is None \
+            and aggregate_id is None:
         with db._driver.lock():
-            first, order, prev = h.dedupe_message(consumer._handle(), event._handle())
+            first, order, prev = h.dedupe_message(native_consumer(), event._handle())
     else:
-        name = consumer.name if isinstance(consumer, Consumer) else str(consumer)
-        eid: Any
-        at: Optional[str]
-        ai: Any
-        s: int
-        if isinstance(event, Message):
-            eid, at, ai, s = event.id, event.aggregate_type, event.aggregate_id, event.seq
-        elif isinstance(event, dict):  # an envelope decoded by another AMQP client
-            eid, at, ai, s = event.get("OUTBOX_ID"), event.get("AGGREGATE_TYPE"), event.get("AGGREGATE_ID"), 0
-        else:
-            eid, at, ai, s = str(event), None, None, 0
-        if eid is None:
-            raise InvalidArgument("the event has no OUTBOX_ID")
-        at = aggregate_type if aggregate_type is not None else at
-        ai = aggregate_id if aggregate_id is not None else ai
-        s = seq if seq is not None else s
         with db._driver.lock():
-            first, order, prev = h.dedupe(name, str(eid), at, None if ai is None else str(ai), int(s or 0))
+            first, order, prev = h.dedupe(*key)
     return DedupeResult(bool(first), Order(order), int(prev))
 
 
@@ -577,10 +543,8 @@ DedupeKey = Tuple[str, str, Optional[str], Optional[str], int]
 
 def _dedupe_key(consumer: Any, event: Any, seq: Optional[int], aggregate_type: Optional[str],
                 aggregate_id: Optional[str]) -> DedupeKey:
-    """(consumer, event id, aggregate type, aggregate id, seq) for the rendered dedupe statement."""
-    from ._consumer import Consumer, Message
-
-    name = consumer.name if isinstance(consumer, Consumer) else str(consumer)
+    """(consumer, event id, aggregate type, aggregate id, seq) for the dedupe statement."""
+    name = consumer if isinstance(consumer, str) else str(getattr(consumer, "name", consumer))
     eid: Any
     at: Optional[str]
     ai: Any

@@ -15,7 +15,7 @@ from typing import Any, Optional, Tuple
 
 from . import _native
 from ._config import Config, ConfigLike, as_config
-from ._errors import ConnectionLost, Error, TransactionError, error_class
+from ._errors import ArgumentTypeError, ConnectionLost, Error, TransactionError, error_class
 from ._events import Written
 
 # Transaction states, as libpq names them (PQtransactionStatus).
@@ -337,3 +337,95 @@ def dedupe(drv: SyncDriver, conn: Any, config: ConfigLike,
     except Exception as exc:
         raise mapped(exc, "outbox dedupe") from exc
     return dedupe_row(prof, row, key)
+
+
+# --------------------------------------------------------------------------- asyncio drivers
+
+
+class _AsyncDriver:
+    placeholders = "format"
+
+    def state(self, conn: Any) -> int:
+        raise NotImplementedError
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        raise NotImplementedError
+
+    async def simple(self, conn: Any, sql: str) -> None:
+        await self.run(conn, sql, None)
+
+
+class _Asyncpg(_AsyncDriver):
+    placeholders = "dollar"
+
+    def state(self, conn: Any) -> int:
+        if conn.is_closed():
+            raise ConnectionLost("the asyncpg connection is closed")
+        return INTRANS if conn.is_in_transaction() else IDLE  # asyncpg: autocommit outside a transaction
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        row = await conn.fetchrow(sql, *(params or ()))
+        return tuple(row) if row is not None else None
+
+    async def simple(self, conn: Any, sql: str) -> None:
+        await conn.execute(sql)
+
+    async def begin(self, conn: Any) -> None:
+        if not conn.is_in_transaction():
+            await conn.execute("BEGIN")
+
+    async def commit(self, conn: Any) -> None:
+        await conn.execute("COMMIT")
+
+    async def rollback(self, conn: Any) -> None:
+        if not conn.is_closed() and conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.is_closed())
+
+    def autocommit(self, conn: Any) -> bool:
+        return True
+
+
+class _PsycopgAsync(_AsyncDriver):
+    def state(self, conn: Any) -> int:
+        if conn.closed:
+            raise ConnectionLost("the psycopg connection is closed")
+        return int(conn.info.transaction_status)
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        cur = await conn.execute(sql, params)
+        res = cur.pgresult  # rows came back: as the sync driver checks it (_drivers.Psycopg3.run)
+        return await cur.fetchone() if res is not None and res.status == _TUPLES_OK else None
+
+    async def begin(self, conn: Any) -> None:
+        if conn.autocommit and int(conn.info.transaction_status) == IDLE:
+            await conn.execute("BEGIN")
+
+    async def commit(self, conn: Any) -> None:
+        await conn.commit()
+
+    async def rollback(self, conn: Any) -> None:
+        await conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(conn.closed or conn.broken) or int(conn.info.transaction_status) == UNKNOWN
+
+    def autocommit(self, conn: Any) -> bool:
+        return bool(conn.autocommit)
+
+
+_ASYNCPG, _PSYCOPG = _Asyncpg(), _PsycopgAsync()
+
+
+def async_driver(conn: Any) -> _AsyncDriver:
+    mod = type(conn).__module__ or ""
+    if mod.startswith("asyncpg"):
+        return _ASYNCPG
+    if (mod == "psycopg" or mod.startswith("psycopg.")) and hasattr(type(conn), "__aenter__") and hasattr(conn, "pgconn"):
+        return _PSYCOPG
+    raise ArgumentTypeError(
+        f"cannot await outbox calls on a {mod}.{type(conn).__name__}: pass an asyncpg connection or a "
+        "psycopg.AsyncConnection (for a synchronous connection, call outbox.write)"
+    )
