@@ -8,7 +8,7 @@
 const native = require('./native');
 const { Serial } = require('./serial');
 const { makeConfig, loggerOf } = require('./config');
-const { Outbox } = require('./outbox');
+const { dedupeOn } = require('./pg');
 const { outboxError, typeError } = require('./errors');
 const { ORDERS } = require('./constants');
 
@@ -192,7 +192,7 @@ class Consumer {
       native.config_free(cfg);
     }
     this.name = name;
-    this._outbox = new Outbox(this._options); // renders the dedupe statement with this configuration
+    this._cfg = makeConfig(this._options); // renders the dedupe statement (freed by its finalizer)
     this._log = loggerOf(this._options);
     if (this._log) native.consumer_set_logger(this._h, this._log);
     this._q = new Serial();
@@ -280,13 +280,13 @@ class Consumer {
       return target._op((dbh) => this._op(async (ch) => dedupeResult(
         await native.consumer_dedupe_message(dbh, ch, msg._h))));
     }
-    return this._outbox.dedupe(target, {
+    return dedupeOn(this._cfg, target, {
       consumer: this.name,
       eventId: msg.id,
       aggregateType: msg.aggregateType,
       aggregateId: msg.aggregateId,
       seq: msg.seq,
-    });
+    }, this._options.preparedStatements !== false);
   }
 
   _sleep(ms) {

@@ -2,24 +2,10 @@
 // Errors: every failure is an Error with a string `code` mirroring the C status
 // (outbox_status_name(): 'INVALID_EVENT', 'DUPLICATE', ...) and the numeric `status`.
 
-const STATUS = {
-  OK: 0,
-  INVALID_ARGUMENT: -1,
-  INVALID_EVENT: -2,
-  TOO_LARGE: -3,
-  DUPLICATE: -4,
-  DATABASE: -5,
-  CONNECTION: -6,
-  BROKER: -7,
-  TIMEOUT: -8,
-  SCHEMA: -9,
-  TRANSACTION: -10,
-  NO_MEMORY: -11,
-  STOPPED: -12,
-  INTERNAL: -13,
-  UNKNOWN_KEY: -14,
-  NOT_FOUND: -15,
-};
+const native = require('./native');
+
+// The status numbers by name, from outbox.h as the addon was compiled against it.
+const STATUS = native.status;
 
 class OutboxError extends Error {
   /**
@@ -37,7 +23,7 @@ class OutboxError extends Error {
 
   /** Whether the same call may succeed later: the library's answer (outbox_status_retriable). */
   get retriable() {
-    return require('./native').retriable[this.code] === true;
+    return native.retriable[this.code] === true;
   }
 }
 
@@ -54,10 +40,9 @@ function typeError(message) {
 }
 
 // SQLSTATE -> status name, as the library maps libpq errors (outbox_status_for_sqlstate), for the
-// statements it renders and node-postgres runs. Required here, not at the top: native.js loads
-// this file first.
+// statements it renders and node-postgres runs.
 function codeForSqlstate(s) {
-  return require('./native').status_for_sqlstate(typeof s === 'string' ? s : null);
+  return native.status_for_sqlstate(typeof s === 'string' ? s : null);
 }
 
 const NETWORK_ERRNOS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND',
@@ -80,5 +65,7 @@ function fromPg(err, context) {
   const hint = sqlstate === '25P02' ? "; the caller's transaction is aborted: roll it back first" : '';
   return outboxError(code, `${prefix}${msg}${sqlstate ? ` (SQLSTATE ${sqlstate})` : ''}${hint}`, err);
 }
+
+native.set_error_class(OutboxError); // the class the addon throws
 
 module.exports = { OutboxError, STATUS, outboxError, typeError, fromPg, codeForSqlstate, NETWORK_ERRNOS };

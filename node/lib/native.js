@@ -1,10 +1,9 @@
 'use strict';
 // Loads the addon through node-gyp-build: build/Release (a build from source: tools/build.js at
 // install when no prebuild matched, or `npm run build` in a checkout), else the prebuild for this
-// platform in prebuilds/ (the tarball carries linux-x64 glibc), and registers the error class it
-// throws.
+// platform in prebuilds/ (the tarball carries linux-x64 glibc). errors.js registers the error class
+// it throws.
 const path = require('path');
-const { OutboxError } = require('./errors');
 
 function load() {
   const root = path.join(__dirname, '..');
@@ -21,7 +20,4 @@ function load() {
   }
 }
 
-const native = load();
-native.set_error_class(OutboxError);
-
-module.exports = native;
+module.exports = load();
