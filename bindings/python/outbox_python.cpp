@@ -829,11 +829,25 @@ PYBIND11_MODULE(_native, m) {
              {"WRITE_ROLLBACK_TO", OUTBOX_WRITE_ROLLBACK_TO},
              {"WRITE_LOOKUP", OUTBOX_WRITE_LOOKUP},
              {"TX_IDLE", OUTBOX_TX_IDLE},
+             {"TX_ACTIVE", OUTBOX_TX_ACTIVE},
              {"TX_INTRANS", OUTBOX_TX_INTRANS},
              {"TX_INERROR", OUTBOX_TX_INERROR},
+             {"TX_UNKNOWN", OUTBOX_TX_UNKNOWN},
+             {"ORDER_UNCHECKED", OUTBOX_ORDER_UNCHECKED},
+             {"ORDER_IN_ORDER", OUTBOX_ORDER_IN_ORDER},
+             {"ORDER_STALE", OUTBOX_ORDER_STALE},
+             {"ORDER_GAP", OUTBOX_ORDER_GAP},
+             {"MIGRATE_ALL", OUTBOX_MIGRATE_ALL},
+             {"MIGRATE_OUTBOX", OUTBOX_MIGRATE_OUTBOX},
+             {"MIGRATE_INBOX", OUTBOX_MIGRATE_INBOX},
          }) {
         m.attr(name) = value;
     }
+    py::dict statuses; // the status numbers by name (outbox_status_name)
+    for (int st = OUTBOX_OK; st >= OUTBOX_ERR_NOT_FOUND; --st) {
+        statuses[py::str(outbox_status_name(static_cast<outbox_status>(st)))] = st;
+    }
+    m.attr("STATUS") = statuses;
     m.def("_set_error_classes", [](py::dict classes) {
         error_classes().clear();
         for (auto item : classes) {

@@ -45,14 +45,14 @@ Connection = Any
 class TxState(enum.IntEnum):
     """Transaction state of a connection (``outbox_tx_state``)."""
 
-    IDLE = 0  #: no transaction open
-    ACTIVE = 1  #: a query is running
-    INTRANS = 2  #: inside a transaction
-    INERROR = 3  #: inside a failed transaction: roll back
-    UNKNOWN = 4  #: the connection is bad
+    IDLE = _native.TX_IDLE  #: no transaction open
+    ACTIVE = _native.TX_ACTIVE  #: a query is running
+    INTRANS = _native.TX_INTRANS  #: inside a transaction
+    INERROR = _native.TX_INERROR  #: inside a failed transaction: roll back
+    UNKNOWN = _native.TX_UNKNOWN  #: the connection is bad
 
 
-_MIGRATE_TARGETS = {"all": 0, "outbox": 1, "inbox": 2}
+_MIGRATE_TARGETS = {"all": _native.MIGRATE_ALL, "outbox": _native.MIGRATE_OUTBOX, "inbox": _native.MIGRATE_INBOX}
 
 # --------------------------------------------------------------------------- libpq identity
 

@@ -18,10 +18,10 @@ from ._config import Config, ConfigLike, as_config
 from ._errors import ArgumentTypeError, ConnectionLost, Error, TransactionError, error_class
 from ._events import Written
 
-# Transaction states, as libpq names them (PQtransactionStatus).
-IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = 0, 1, 2, 3, 4
+# Transaction states, as libpq names them (PQtransactionStatus), from outbox.h.
+IDLE, ACTIVE, INTRANS = _native.TX_IDLE, _native.TX_ACTIVE, _native.TX_INTRANS
+INERROR, UNKNOWN = _native.TX_INERROR, _native.TX_UNKNOWN
 
-_CONNECTION = -6
 
 _DEFAULTS = Config()
 
@@ -88,9 +88,9 @@ def mapped(exc: BaseException, context: str) -> Error:
         return exc
     state = sqlstate_of(exc)
     if state is None and _lost(exc):
-        status = _CONNECTION
+        status = _native.STATUS["CONNECTION"]
     elif state is None and type(exc).__name__ == "PendingRollbackError":  # SQLAlchemy: an aborted transaction
-        status = -10
+        status = _native.STATUS["TRANSACTION"]
     else:
         status = int(_native.status_for_sqlstate(state))
     e = _cause(exc)
@@ -244,8 +244,8 @@ def plan_tx(state: int, autocommit: bool) -> int:
     """The transaction state a write plan starts from: outside autocommit a transaction is begun
     by the driver at the first statement, so it is open too."""
     if state == INERROR:
-        return _native.TX_INERROR
-    return _native.TX_INTRANS if state == INTRANS or not autocommit else _native.TX_IDLE
+        return INERROR
+    return INTRANS if state == INTRANS or not autocommit else IDLE
 
 
 def failure(exc: BaseException, closed: bool) -> Tuple[Optional[str], Optional[str], str, bool]:

@@ -42,7 +42,7 @@ class Error(Exception):
     """
 
     code: str = "INTERNAL"
-    status: int = -13
+    status: int = _native.STATUS["INTERNAL"]
 
     def __init__(
         self,
@@ -82,31 +82,31 @@ class InvalidArgument(Error, ValueError):
     """INVALID_ARGUMENT: a missing or malformed argument or configuration value (also a
     hostile table name, a purge younger than the inbox retention, a closed handle)."""
 
-    code, status = "INVALID_ARGUMENT", -1
+    code = "INVALID_ARGUMENT"
 
 
 class InvalidEvent(Error, ValueError):
     """INVALID_EVENT: a missing field, invalid JSON, an unknown operation, a NUL byte or invalid UTF-8."""
 
-    code, status = "INVALID_EVENT", -2
+    code = "INVALID_EVENT"
 
 
 class TooLarge(Error, ValueError):
     """TOO_LARGE: the payload (or previous payload, metadata) is over ``event.max_payload_bytes``."""
 
-    code, status = "TOO_LARGE", -3
+    code = "TOO_LARGE"
 
 
 class DuplicateEvent(Error):
     """DUPLICATE: the idempotency key is already used (the caller's transaction stays usable)."""
 
-    code, status = "DUPLICATE", -4
+    code = "DUPLICATE"
 
 
 class DatabaseError(Error):
     """DATABASE: PostgreSQL reported an error (see ``sqlstate`` when it is known)."""
 
-    code, status = "DATABASE", -5
+    code = "DATABASE"
 
 
 class ConnectionLost(Error):
@@ -115,61 +115,61 @@ class ConnectionLost(Error):
     Not a subclass of the built-in ``ConnectionError`` (an ``OSError``), whose constructor
     interprets its arguments as an errno."""
 
-    code, status = "CONNECTION", -6
+    code = "CONNECTION"
 
 
 class BrokerError(Error):
     """BROKER: RabbitMQ reported an error (a channel or connection was closed by the broker)."""
 
-    code, status = "BROKER", -7
+    code = "BROKER"
 
 
 class Timeout(Error):
     """TIMEOUT: a bounded wait ran out (e.g. no publisher confirm in time)."""
 
-    code, status = "TIMEOUT", -8
+    code = "TIMEOUT"
 
 
 class SchemaError(Error):
     """SCHEMA: the tables are missing (run ``outbox.migrate``), or newer than this library knows."""
 
-    code, status = "SCHEMA", -9
+    code = "SCHEMA"
 
 
 class TransactionError(Error):
     """TRANSACTION: the transaction is aborted (roll it back) or in the wrong state."""
 
-    code, status = "TRANSACTION", -10
+    code = "TRANSACTION"
 
 
 class OutOfMemory(Error, MemoryError):
     """NO_MEMORY: the library could not allocate memory."""
 
-    code, status = "NO_MEMORY", -11
+    code = "NO_MEMORY"
 
 
 class Stopped(Error):
     """STOPPED: interrupted by a stop request (``Relay.stop()``, ``Consumer.stop()``)."""
 
-    code, status = "STOPPED", -12
+    code = "STOPPED"
 
 
 class InternalError(Error):
     """INTERNAL: a bug in the library; please report it with the message."""
 
-    code, status = "INTERNAL", -13
+    code = "INTERNAL"
 
 
 class UnknownKey(Error, KeyError):
     """UNKNOWN_KEY: an unknown configuration key or event field."""
 
-    code, status = "UNKNOWN_KEY", -14
+    code = "UNKNOWN_KEY"
 
 
 class NotFound(Error, LookupError):
     """NOT_FOUND: nothing at that index or name."""
 
-    code, status = "NOT_FOUND", -15
+    code = "NOT_FOUND"
 
 
 class ArgumentTypeError(InvalidArgument, TypeError):
@@ -188,9 +188,7 @@ class LibpqMismatch(InvalidArgument):
     or use ``outbox.render_write()`` and run the statement with your driver."""
 
 
-_BY_STATUS: Dict[int, Type[Error]] = {
-    cls.status: cls
-    for cls in (
+_CLASSES = (
         InvalidArgument,
         InvalidEvent,
         TooLarge,
@@ -206,8 +204,10 @@ _BY_STATUS: Dict[int, Type[Error]] = {
         InternalError,
         UnknownKey,
         NotFound,
-    )
-}
+)
+for _cls in _CLASSES:  # each status number from the library (outbox.h), by the class's code
+    _cls.status = _native.STATUS[_cls.code]
+_BY_STATUS: Dict[int, Type[Error]] = {cls.status: cls for cls in _CLASSES}
 
 
 def error_class(status: int) -> Type[Error]:

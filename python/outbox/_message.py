@@ -19,10 +19,10 @@ __all__ = ["Message", "Order", "DedupeResult"]
 class Order(enum.IntEnum):
     """Order of an event within its aggregate, as a consumer saw it (``outbox_order``)."""
 
-    UNCHECKED = 0  #: not checked: a duplicate, no sequence, or inbox.order_check=false
-    IN_ORDER = 1  #: the next sequence number of its aggregate
-    STALE = 2  #: a later (or equal) sequence of its aggregate was already processed
-    GAP = 3  #: earlier sequence numbers of its aggregate were never processed
+    UNCHECKED = _native.ORDER_UNCHECKED  #: not checked: a duplicate, no sequence, or inbox.order_check=false
+    IN_ORDER = _native.ORDER_IN_ORDER  #: the next sequence number of its aggregate
+    STALE = _native.ORDER_STALE  #: a later (or equal) sequence of its aggregate was already processed
+    GAP = _native.ORDER_GAP  #: earlier sequence numbers of its aggregate were never processed
 
 
 @dataclasses.dataclass(frozen=True)

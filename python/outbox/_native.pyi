@@ -111,6 +111,32 @@ HANDLER_FAILED: int
 
 def status_retriable(status: int) -> bool: ...
 
+STATUS: Dict[str, int]
+TX_IDLE: int
+TX_ACTIVE: int
+TX_INTRANS: int
+TX_INERROR: int
+TX_UNKNOWN: int
+ORDER_UNCHECKED: int
+ORDER_IN_ORDER: int
+ORDER_STALE: int
+ORDER_GAP: int
+MIGRATE_ALL: int
+MIGRATE_OUTBOX: int
+MIGRATE_INBOX: int
+WRITE_SAVEPOINT: int
+WRITE_INSERT: int
+WRITE_RELEASE: int
+WRITE_ROLLBACK_TO: int
+WRITE_LOOKUP: int
+
+class WritePlan:
+    def __init__(self, config: Optional[Config], fields: Tuple[Any, ...], tx: int, placeholders: str) -> None: ...
+    def next(self) -> Optional[Tuple[int, str, Any]]: ...
+    def done(self, row: Optional[Sequence[Any]]) -> None: ...
+    def failed(self, sqlstate: Optional[str], constraint: Optional[str], message: str, closed: bool) -> None: ...
+    def result(self) -> Tuple[str, str, int]: ...
+
 class Loop:
     def __init__(self, consumer: Consumer, db: Optional[Db], connection: int, idle_timeout_ms: int, limit: int,
                  placeholders: Optional[str]) -> None: ...
