@@ -57,8 +57,8 @@ void register_common(Napi::Env env, Napi::Object exports) {
                               {"IN_ORDER", OUTBOX_ORDER_IN_ORDER},
                               {"STALE", OUTBOX_ORDER_STALE},
                               {"GAP", OUTBOX_ORDER_GAP}}));
-    enums.Set("migrate", table({{"all", OUTBOX_MIGRATE_ALL}, {"outbox", OUTBOX_MIGRATE_OUTBOX},
-                                {"inbox", OUTBOX_MIGRATE_INBOX}}));
+    enums.Set("migrate",
+              table({{"all", OUTBOX_MIGRATE_ALL}, {"outbox", OUTBOX_MIGRATE_OUTBOX}, {"inbox", OUTBOX_MIGRATE_INBOX}}));
     exports.Set("enums", enums);
 }
 
