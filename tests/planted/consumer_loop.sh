@@ -6,10 +6,11 @@
 # line of core, and runs the suites on that copy exactly as the test command does (scripts/suites.sh
 # cxx_suite, python_suite, node_suite, php_suite), each with a time limit. Every suite must FAIL,
 # and name the test that caught the bug.
-#   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (default: both)
+#   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (the loop),
+#                                               write-no-savepoint (the write plan); default: all three
 # The copy starts throwaway services of its own (scripts/services.sh in the copy, its own run
 # directory, ports from OUTBOX_PLANTED_PORT_BASE, default 57300, up to base+29) and stops them after.
-# Takes 10-20 minutes per bug on 2 cores (three builds). Exits 0 only when every suite caught
+# Takes 15-25 minutes per bug on 2 cores (four builds). Exits 0 only when every suite caught
 # every bug. Not part of the test command: run it by hand.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,7 +22,7 @@ export OUTBOX_RABBIT_CTL_PORT_MIN=$((base + 10)) OUTBOX_RABBIT_CTL_PORT_MAX=$((b
 unset OUTBOX_PG_URL OUTBOX_AMQP_URL
 run_dir=${OUTBOX_RUN_DIR:-$root/.run}/planted
 bugs=("$@")
-[[ ${#bugs[@]} -gt 0 ]] || bugs=(db-lost-counted limit-off-by-one)
+[[ ${#bugs[@]} -gt 0 ]] || bugs=(db-lost-counted limit-off-by-one write-no-savepoint)
 
 # plant BUG FILE: rewrites one line of FILE; fails when the line it expects is not there.
 plant() {
@@ -34,7 +35,11 @@ plant() {
     limit-off-by-one) # dead-letter one attempt late
       before='        if (s.attempt >= cfg_.consumer_delivery_limit) {'
       after='        if (s.attempt > cfg_.consumer_delivery_limit) {' ;;
-    *) echo "unknown bug '$2' (db-lost-counted, limit-off-by-one)" >&2; return 2 ;;
+    write-no-savepoint) # the write plan: a keyed write inside a transaction without its savepoint
+      file=$1/core/write_plan.cpp
+      before='    savepoint_ = ev_.idempotency_key.has_value() && !idle_;'
+      after='    savepoint_ = false; // (planted)' ;;
+    *) echo "unknown bug '$2' (db-lost-counted, limit-off-by-one, write-no-savepoint)" >&2; return 2 ;;
   esac
   [[ $(grep -cxF -- "$before" "$file") == 1 ]] || { echo "plant $2: the line is not in $file once" >&2; return 1; }
   python3 - "$file" "$before" "$after" <<'EOF'
@@ -66,6 +71,9 @@ for bug in "${bugs[@]}"; do
   for s in cxx_suite python_suite node_suite php_suite; do
     log=$run_dir/$bug.$s.log
     rc=0
+    if [[ $s == php_suite ]]; then # PHP runs on the installed library, as in the test command
+      timeout -k 10 900 "$src/scripts/build.sh" release >"$log.build" 2>&1 || { echo "  release build failed ($log.build)"; exit 1; }
+    fi
     timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
     failing=$(grep -E '^\[  FAILED  \] [A-Za-z]|^FAILED |^not ok |^# fail [1-9]|^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Failed' "$log" \
       | grep -v ' listed below' | sort -u | head -8 || true)
