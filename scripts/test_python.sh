@@ -48,7 +48,7 @@ if [[ ! -x "$dvenv/bin/python" ]]; then
 fi
 dpy=$dvenv/bin/python
 "$dpy" -m pip install --disable-pip-version-check -q pytest "pytest-timeout>=2.1" "pika>=1.3" \
-  "psycopg[binary]>=3.1" psycopg2-binary "sqlalchemy>=2" "asyncpg>=0.27" "mypy>=1.8"
+  "psycopg[binary]>=3.1" psycopg2-binary "sqlalchemy[asyncio]>=2" "asyncpg>=0.27" "mypy>=1.8"
 
 # The distribution as a user gets it, built once (scripts/build_python_dist.sh): the sdist, the
 # wheel pip compiles from that sdist alone, and that wheel after auditwheel repair. venv runs on the

@@ -419,13 +419,50 @@ class _PsycopgAsync(_AsyncDriver):
 _ASYNCPG, _PSYCOPG = _Asyncpg(), _PsycopgAsync()
 
 
+class _SqlAlchemyAsync(_AsyncDriver):
+    """A SQLAlchemy ``AsyncSession`` or ``AsyncConnection`` (FastAPI's usual session): statements
+    through ``text()`` in its transaction (autobegun as SQLAlchemy does)."""
+
+    placeholders = "named"
+
+    def state(self, conn: Any) -> int:
+        return INTRANS  # SQLAlchemy begins a transaction at the first statement (autobegin)
+
+    async def run(self, conn: Any, sql: str, params: Any) -> Optional[Tuple[Any, ...]]:
+        from sqlalchemy import text
+
+        res = await conn.execute(text(sql), params or {})
+        return tuple(res.one()) if res.returns_rows else None
+
+    async def begin(self, conn: Any) -> None:
+        """SQLAlchemy begins at the first statement (autobegin)."""
+
+    async def commit(self, conn: Any) -> None:
+        await conn.commit()
+
+    async def rollback(self, conn: Any) -> None:
+        await conn.rollback()
+
+    def is_lost(self, conn: Any) -> bool:
+        return bool(getattr(conn, "invalidated", False))
+
+    def autocommit(self, conn: Any) -> bool:
+        return False
+
+
+_SQLALCHEMY_ASYNC = _SqlAlchemyAsync()
+
+
 def async_driver(conn: Any) -> _AsyncDriver:
     mod = type(conn).__module__ or ""
     if mod.startswith("asyncpg"):
         return _ASYNCPG
+    if mod.startswith("sqlalchemy.ext.asyncio"):
+        return _SQLALCHEMY_ASYNC
     if (mod == "psycopg" or mod.startswith("psycopg.")) and hasattr(type(conn), "__aenter__") and hasattr(conn, "pgconn"):
         return _PSYCOPG
     raise ArgumentTypeError(
-        f"cannot await outbox calls on a {mod}.{type(conn).__name__}: pass an asyncpg connection or a "
-        "psycopg.AsyncConnection (for a synchronous connection, call outbox.write)"
+        f"cannot await outbox calls on a {mod}.{type(conn).__name__}: pass an asyncpg connection, a "
+        "psycopg.AsyncConnection or a SQLAlchemy AsyncSession/AsyncConnection (for a synchronous connection, "
+        "call outbox.write)"
     )

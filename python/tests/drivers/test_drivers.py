@@ -183,6 +183,32 @@ def test_psycopg_async_write(admin, schema, cfg):
     asyncio.run(main())
 
 
+def test_sqlalchemy_async_session_write(admin, schema, cfg):
+    # FastAPI's usual session: outbox.write_async(session, ...) in the session's transaction, a
+    # reused key leaving it usable, a rollback taking the event with it.
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    async def main():
+        engine = create_async_engine(PG_URL.replace("postgresql://", "postgresql+asyncpg://", 1))
+        try:
+            async with AsyncSession(engine) as session:
+                w = await outbox.write_async(session, config=cfg, **event(aggregate_id="s1", idempotency_key="s-once"))
+                with pytest.raises(outbox.DuplicateEvent, match=f"by event {w.id}"):
+                    await outbox.write_async(session, config=cfg, **event(aggregate_id="s2", idempotency_key="s-once"))
+                assert (await session.execute(sa.text("SELECT 1"))).scalar() == 1, "the transaction is usable"
+                await session.commit()
+            async with AsyncSession(engine) as session:
+                await outbox.write_async(session, config=cfg, **event(aggregate_id="s3"))
+                await session.rollback()
+        finally:
+            await engine.dispose()
+        return w
+
+    w = asyncio.run(main())
+    assert row(admin, schema, w.id)[2] == "s-once"
+    assert admin.execute(f'SELECT count(*) FROM "{schema}".outbox').fetchone()[0] == 1
+
+
 def _publish(admin, schema, cfg, consumer_name, n):
     admin.execute(f'CREATE TABLE "{schema}".effects (event_id uuid PRIMARY KEY, n int)')
     consumer = outbox.Consumer(consumer_name, cfg)
