@@ -150,7 +150,8 @@ inline py::object opt_str(const char *s) {
 // raises (Ctrl-C: KeyboardInterrupt), `stop` asks the body to finish what is in flight, the
 // worker is joined, and the exception propagates. Off the main thread (no signals there), the
 // body simply runs on the calling thread.
-inline Failure interruptible(bool on_main_thread, const std::function<Failure()> &body, const std::function<void()> &stop) {
+inline Failure interruptible(bool on_main_thread, const std::function<Failure()> &body,
+                             const std::function<void()> &stop) {
     if (!on_main_thread) {
         py::gil_scoped_release nogil;
         return body();
@@ -309,6 +310,31 @@ inline void fill_event(outbox_event *ev, const py::tuple &fields) {
         check(failure(outbox_event_set_n(ev, field, s.data(), s.size())));
     }
 }
+
+// A driver's row (a sequence of values, or None) as the text values the library's step machines
+// take: data() and size() for outbox_loop_exec_done / outbox_write_plan_done.
+class TextRow {
+  public:
+    explicit TextRow(const py::object &row) {
+        if (row.is_none()) {
+            return;
+        }
+        for (py::handle v : row) {
+            nulls_.push_back(v.is_none());
+            texts_.emplace_back(v.is_none() ? std::string() : py::str(v).cast<std::string>());
+        }
+        for (size_t i = 0; i < texts_.size(); ++i) {
+            ptrs_.push_back(nulls_[i] ? nullptr : texts_[i].c_str());
+        }
+    }
+    const char *const *data() const { return ptrs_.data(); }
+    size_t size() const { return ptrs_.size(); }
+
+  private:
+    std::vector<std::string> texts_;
+    std::vector<bool> nulls_;
+    std::vector<const char *> ptrs_;
+};
 
 inline py::tuple written(const outbox_event *ev) {
     return py::make_tuple(opt_str(outbox_event_id(ev)), opt_str(outbox_event_type(ev)), outbox_event_seq(ev));

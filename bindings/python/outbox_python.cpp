@@ -669,7 +669,9 @@ class Loop {
 
     int next() { return static_cast<int>(outbox_loop_next(h_)); }
     // Blocking (a message, the library connection's statements, settling): the GIL released.
-    void block() { check(locked(consumer_->mutex(), [&] { return failure(outbox_loop_block(h_)); })); }
+    void block() {
+        check(locked(consumer_->mutex(), [&] { return failure(outbox_loop_block(h_)); }));
+    }
     // (kind, sql, params)
     py::tuple statement() {
         int kind = 0;
@@ -681,19 +683,8 @@ class Loop {
         return py::make_tuple(kind, t[0], t[1]);
     }
     void exec_done(const py::object &row) {
-        std::vector<std::string> texts;
-        std::vector<const char *> ptrs;
-        if (!row.is_none()) {
-            for (py::handle v : row) {
-                texts.emplace_back(v.is_none() ? std::string() : py::str(v).cast<std::string>());
-            }
-            size_t i = 0;
-            for (py::handle v : row) {
-                ptrs.push_back(v.is_none() ? nullptr : texts[i].c_str());
-                ++i;
-            }
-        }
-        check(failure(outbox_loop_exec_done(h_, ptrs.data(), ptrs.size())));
+        const TextRow values(row);
+        check(failure(outbox_loop_exec_done(h_, values.data(), values.size())));
     }
     void exec_failed(const py::object &sqlstate, const std::string &message, bool closed) {
         std::string ss = sqlstate.is_none() ? std::string() : cstr(sqlstate, "sqlstate");

@@ -30,18 +30,8 @@ class WritePlan {
         return py::make_tuple(step, t[0], t[1]);
     }
     void done(const py::object &row) {
-        std::vector<std::string> texts;
-        std::vector<const char *> ptrs;
-        if (!row.is_none()) {
-            for (py::handle v : row) {
-                texts.emplace_back(v.is_none() ? std::string() : py::str(v).cast<std::string>());
-            }
-            size_t i = 0;
-            for (py::handle v : row) {
-                ptrs.push_back(v.is_none() ? nullptr : texts[i++].c_str());
-            }
-        }
-        check(failure(outbox_write_plan_done(h_, ptrs.data(), ptrs.size())));
+        const TextRow values(row);
+        check(failure(outbox_write_plan_done(h_, values.data(), values.size())));
     }
     void failed(const py::object &sqlstate, const py::object &constraint, const std::string &message, bool closed) {
         const std::string ss = sqlstate.is_none() ? std::string() : py::str(sqlstate).cast<std::string>();

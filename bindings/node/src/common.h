@@ -268,6 +268,45 @@ inline Napi::Value str_or_null(Napi::Env env, const char *s) {
     return s != nullptr ? Napi::Value(Napi::String::New(env, s)) : env.Null();
 }
 
+// A statement's parameters as an array of strings and nulls.
+inline Napi::Array statement_values(Napi::Env env, const outbox_statement *st) {
+    const size_t n = outbox_statement_param_count(st);
+    Napi::Array out = Napi::Array::New(env, n);
+    for (size_t i = 0; i < n; ++i) {
+        out.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
+    }
+    return out;
+}
+
+// A driver's row (an Array of values, or null) as the text values the library's step machines
+// take: data() and size() for outbox_loop_exec_done / outbox_write_plan_done.
+class TextRow {
+  public:
+    explicit TextRow(const Napi::Value &row) {
+        if (!row.IsArray()) {
+            return;
+        }
+        Napi::Array a = row.As<Napi::Array>();
+        texts_.reserve(a.Length());
+        for (uint32_t i = 0; i < a.Length(); ++i) {
+            Napi::Value v = a.Get(i);
+            const bool null = v.IsNull() || v.IsUndefined();
+            texts_.push_back(null ? std::string() : v.ToString().Utf8Value());
+            nulls_.push_back(null);
+        }
+        for (size_t i = 0; i < texts_.size(); ++i) {
+            ptrs_.push_back(nulls_[i] ? nullptr : texts_[i].c_str());
+        }
+    }
+    const char *const *data() const { return ptrs_.data(); }
+    size_t size() const { return ptrs_.size(); }
+
+  private:
+    std::vector<std::string> texts_;
+    std::vector<bool> nulls_;
+    std::vector<const char *> ptrs_;
+};
+
 // ---------------------------------------------------------------- workers
 
 // Runs run() on a libuv worker thread and settles a Promise. Handles passed to hold() are

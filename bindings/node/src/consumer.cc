@@ -85,8 +85,8 @@ Napi::Value DedupeInterpret(const Napi::CallbackInfo &info) {
     const int64_t previous = info[5].IsUndefined() || info[5].IsNull() ? -1 : int64_arg(info, 5, "previous_seq");
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
-    check(info.Env(), outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr, has_type ? type.c_str() : nullptr,
-                                              has_id ? id.c_str() : nullptr, seq,
+    check(info.Env(), outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr,
+                                              has_type ? type.c_str() : nullptr, has_id ? id.c_str() : nullptr, seq,
                                               info[4].As<Napi::Boolean>().Value() ? 1 : 0, previous));
     return dedupe_object(info.Env(), r);
 }

@@ -220,16 +220,6 @@ Napi::Value RenderWrite(const Napi::CallbackInfo &info) {
     return wrap(info.Env(), st);
 }
 
-// Every outbox_statement_param() of `st` as an array of strings and nulls.
-Napi::Array params_array(Napi::Env env, const outbox_statement *st) {
-    const size_t n = outbox_statement_param_count(st);
-    Napi::Array out = Napi::Array::New(env, n);
-    for (size_t i = 0; i < n; ++i) {
-        out.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
-    }
-    return out;
-}
-
 // render_write_fields(cfg | null, [field, value, ...]) -> { text, values, eventId, eventType }:
 // outbox_render_write of the event those fields make, in one crossing into the addon (the event
 // and the statement are freed here), for `outbox.write(pgClient, event)`: per write, the calls
@@ -245,7 +235,7 @@ Napi::Value RenderWriteFields(const Napi::CallbackInfo &info) {
     std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
     Napi::Object o = Napi::Object::New(env);
     o.Set("text", str_or_null(env, outbox_statement_sql(st.get())));
-    o.Set("values", params_array(env, st.get()));
+    o.Set("values", statement_values(env, st.get()));
     o.Set("eventId", str_or_null(env, outbox_event_id(owned.ev)));
     o.Set("eventType", str_or_null(env, outbox_event_type(owned.ev)));
     return o;
@@ -278,7 +268,7 @@ Napi::Value StatementParam(const Napi::CallbackInfo &info) {
 
 // statement_params(st) -> (string | null)[]: every outbox_statement_param() at once.
 Napi::Value StatementParams(const Napi::CallbackInfo &info) {
-    return params_array(info.Env(), unwrap<outbox_statement>(info, 0)->ptr);
+    return statement_values(info.Env(), unwrap<outbox_statement>(info, 0)->ptr);
 }
 
 Napi::Value StatementJson(const Napi::CallbackInfo &info) {
@@ -313,6 +303,8 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "statement_json", StatementJson);
 }
 
-void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) { set_fields_impl(env, ev, fields); }
+void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
+    set_fields_impl(env, ev, fields);
+}
 
 } // namespace outbox_node

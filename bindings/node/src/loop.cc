@@ -61,35 +61,18 @@ Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     if (st == nullptr) {
         throw argument_error(env, "the loop's next action is not exec");
     }
-    Napi::Array params = Napi::Array::New(env);
-    for (size_t i = 0; i < outbox_statement_param_count(st); ++i) {
-        params.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
-    }
     Napi::Object o = Napi::Object::New(env);
     o.Set("kind", Napi::Number::New(env, kind));
     o.Set("sql", Napi::String::New(env, outbox_statement_sql(st)));
-    o.Set("params", params);
+    o.Set("params", statement_values(env, st));
     return o;
 }
 
 // loop_exec_done(loop, row: Array | null)
 Napi::Value LoopExecDone(const Napi::CallbackInfo &info) {
     auto *l = unwrap<outbox_loop>(info, 0);
-    std::vector<std::string> texts;
-    std::vector<bool> nulls;
-    if (info[1].IsArray()) {
-        Napi::Array row = info[1].As<Napi::Array>();
-        for (uint32_t i = 0; i < row.Length(); ++i) {
-            Napi::Value v = row.Get(i);
-            nulls.push_back(v.IsNull() || v.IsUndefined());
-            texts.push_back(nulls.back() ? std::string() : v.ToString().Utf8Value());
-        }
-    }
-    std::vector<const char *> ptrs;
-    for (size_t i = 0; i < texts.size(); ++i) {
-        ptrs.push_back(nulls[i] ? nullptr : texts[i].c_str());
-    }
-    check(info.Env(), outbox_loop_exec_done(l->ptr, ptrs.data(), ptrs.size()));
+    const TextRow row(info[1]);
+    check(info.Env(), outbox_loop_exec_done(l->ptr, row.data(), row.size()));
     return info.Env().Undefined();
 }
 

@@ -12,15 +12,10 @@ Napi::Value next_of(Napi::Env env, const outbox_write_plan *plan) {
     if (st == nullptr) {
         return env.Null();
     }
-    const size_t n = outbox_statement_param_count(st);
-    Napi::Array values = Napi::Array::New(env, n);
-    for (size_t i = 0; i < n; ++i) {
-        values.Set(static_cast<uint32_t>(i), str_or_null(env, outbox_statement_param(st, i)));
-    }
     Napi::Object o = Napi::Object::New(env);
     o.Set("step", Napi::Number::New(env, step));
     o.Set("text", str_or_null(env, outbox_statement_sql(st)));
-    o.Set("values", values);
+    o.Set("values", statement_values(env, st));
     return o;
 }
 
@@ -45,21 +40,8 @@ Napi::Value WritePlanNew(const Napi::CallbackInfo &info) {
 // write_plan_done(plan, row | null) -> next | null
 Napi::Value WritePlanDone(const Napi::CallbackInfo &info) {
     auto *h = unwrap<node_write_plan>(info, 0);
-    std::vector<std::string> texts;
-    std::vector<bool> nulls;
-    if (info[1].IsArray()) {
-        Napi::Array row = info[1].As<Napi::Array>();
-        for (uint32_t i = 0; i < row.Length(); ++i) {
-            Napi::Value v = row.Get(i);
-            nulls.push_back(v.IsNull() || v.IsUndefined());
-            texts.push_back(nulls.back() ? std::string() : v.ToString().Utf8Value());
-        }
-    }
-    std::vector<const char *> ptrs;
-    for (size_t i = 0; i < texts.size(); ++i) {
-        ptrs.push_back(nulls[i] ? nullptr : texts[i].c_str());
-    }
-    check(info.Env(), outbox_write_plan_done(h->ptr->plan, ptrs.data(), ptrs.size()));
+    const TextRow row(info[1]);
+    check(info.Env(), outbox_write_plan_done(h->ptr->plan, row.data(), row.size()));
     return next_of(info.Env(), h->ptr->plan);
 }
 
