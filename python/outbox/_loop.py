@@ -62,7 +62,16 @@ def _exec(loop: Any, driver: Any, conn: Any) -> None:
     except Exception as exc:
         _failed(loop, driver, conn, exc)
         return
-    loop.exec_done(row)
+    _done(loop, driver, conn, kind, row)
+
+
+def _done(loop: Any, driver: Any, conn: Any, kind: int, row: Any) -> None:
+    """Reports a statement that went through; a ROLLBACK a driver skipped on a closed connection
+    (asyncpg's, psycopg's) is reported as what it is: the connection is gone."""
+    if kind == SQL_ROLLBACK and _closed(driver, conn):
+        loop.exec_failed(None, "the connection is closed", True)
+    else:
+        loop.exec_done(row)
 
 
 def _handle(loop: Any, handler: Callable[..., Any], wrap: Callable[[Any, Any], Any]) -> None:
@@ -141,7 +150,7 @@ async def _exec_async(loop: Any, driver: Any, conn: Any) -> None:
     except Exception as exc:
         _failed(loop, driver, conn, exc)
         return
-    loop.exec_done(row)
+    _done(loop, driver, conn, kind, row)
 
 
 async def _handle_async(loop: Any, handler: Callable[[Any, Any], Any], wrap: Callable[[Any, Any], Any]) -> None:

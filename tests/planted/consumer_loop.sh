@@ -75,7 +75,7 @@ for bug in "${bugs[@]}"; do
       timeout -k 10 900 "$src/scripts/build.sh" release >"$log.build" 2>&1 || { echo "  release build failed ($log.build)"; exit 1; }
     fi
     timeout -k 10 1500 "$src/scripts/run_suite.sh" "$src/scripts/suites.sh" "$s" >"$log" 2>&1 || rc=$?
-    failing=$(grep -E '^\[  FAILED  \] [A-Za-z]|^FAILED |^not ok |^# fail [1-9]|^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Failed' "$log" \
+    failing=$(grep -E '^\[  FAILED  \] [A-Za-z]|^FAILED |^not ok |^# fail [1-9]|^  FAIL  |^[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*Failed' "$log" \
       | grep -v ' listed below' | sort -u | head -8 || true)
     if [[ $rc != 0 ]]; then
       caught=$((caught + 1))

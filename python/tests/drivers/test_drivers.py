@@ -390,3 +390,46 @@ def test_consumer_goes_on_after_its_broker_connections_are_closed(admin, schema,
         consumer.close()
     assert handled == 4 and len(set(seen)) == 4, seen
     assert len(_effects(admin, schema)) == 4
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+def test_async_consumer_a_lost_database_is_no_attempt_and_failures_end_at_the_limit(admin, schema, cfg, consumer_name,
+                                                                                     driver):
+    # The library's loop in asyncio: a database lost under the handler ends run_async on the lent
+    # connection (ConnectionLost) and is not counted; a handler that keeps failing runs
+    # consumer.delivery_limit times, then its event is dead-lettered.
+    cfg["consumer.delivery_limit"] = 2
+    consumer, ids = _publish(admin, schema, cfg, consumer_name, 2)
+
+    async def connect():
+        return await (asyncpg.connect(PG_URL) if driver == "asyncpg" else psycopg.AsyncConnection.connect(PG_URL))
+
+    async def main():
+        conn = await connect()
+        calls: dict = {}
+
+        async def kill(msg: outbox.Message, c) -> None:
+            admin.execute("SELECT pg_terminate_backend(%s)", (c.get_server_pid() if driver == "asyncpg" else c.info.backend_pid,))
+            await c.execute("SELECT 1")
+
+        with pytest.raises(outbox.ConnectionLost):
+            await consumer.run_async(kill, conn, idle_timeout=30)
+        conn = await connect()
+        try:
+            async def flaky(msg: outbox.Message, c) -> None:
+                calls[msg.id] = calls.get(msg.id, 0) + 1
+                if msg.payload["n"] == 1 or calls[msg.id] == 1:
+                    raise RuntimeError("the handler says no")  # n=1 always; n=0 once
+
+            handled = await consumer.run_async(flaky, conn, idle_timeout=3)
+        finally:
+            await conn.close()
+        return handled, calls
+
+    try:
+        handled, calls = asyncio.run(main())
+    finally:
+        consumer.close()
+    assert handled == 1, calls
+    # n=0: the lost database was no attempt, one real failure, then handled; n=1: the limit, 2.
+    assert sorted(calls.values()) == [2, 2], calls
