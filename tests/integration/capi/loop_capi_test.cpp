@@ -4,6 +4,7 @@
 // dead-lettered, a handler's own settling, a lost driver connection, and broker connections closed
 // under a running loop, which goes on consuming.
 #include "fixture.hpp"
+#include "libpq_driver.hpp"
 #include "test_shell.hpp"
 
 #include <map>
@@ -18,33 +19,18 @@ namespace {
 // A face's driver: runs what the loop hands out on its own PGconn and reports back.
 struct Driver {
     PGconn *conn = nullptr;
-    int execs = 0;
 
     void exec(outbox_loop *loop) const {
         int kind = 0;
         const outbox_statement *st = outbox_loop_statement(loop, &kind);
         ASSERT_NE(st, nullptr);
-        std::vector<const char *> params;
-        for (size_t i = 0; i < outbox_statement_param_count(st); ++i) {
-            params.push_back(outbox_statement_param(st, i));
-        }
-        PGresult *r = PQexecParams(conn, outbox_statement_sql(st), static_cast<int>(params.size()), nullptr,
-                                   params.data(), nullptr, nullptr, 0);
-        const auto rs = PQresultStatus(r);
-        if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK) {
-            std::vector<const char *> row;
-            if (rs == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-                for (int j = 0; j < PQnfields(r); ++j) {
-                    row.push_back(PQgetisnull(r, 0, j) ? nullptr : PQgetvalue(r, 0, j));
-                }
-            }
+        const Outcome o = run_statement(conn, st);
+        if (o.ok) {
+            const auto row = o.row();
             EXPECT_EQ(outbox_loop_exec_done(loop, row.data(), row.size()), OUTBOX_OK) << outbox_last_error();
         } else {
-            const char *ss = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-            EXPECT_EQ(outbox_loop_exec_failed(loop, ss, PQerrorMessage(conn), PQstatus(conn) != CONNECTION_OK),
-                      OUTBOX_OK);
+            EXPECT_EQ(outbox_loop_exec_failed(loop, o.opt(o.sqlstate), o.message.c_str(), o.closed ? 1 : 0), OUTBOX_OK);
         }
-        PQclear(r);
     }
 };
 

@@ -4,6 +4,7 @@
 // with its owner (whether or not the driver names the constraint) and the transaction left usable,
 // an aborted transaction, a missing schema, and a driver that cannot tell whether it is in a transaction.
 #include "fixture.hpp"
+#include "libpq_driver.hpp"
 
 using namespace outbox_test;
 
@@ -22,29 +23,17 @@ Ran run_plan(outbox_write_plan *plan, PGconn *conn, bool name_constraint = true)
     for (const outbox_statement *st = outbox_write_plan_next(plan, &step); st != nullptr;
          st = outbox_write_plan_next(plan, &step)) {
         ran.steps.push_back(step);
-        std::vector<const char *> params;
-        for (size_t i = 0; i < outbox_statement_param_count(st); ++i) {
-            params.push_back(outbox_statement_param(st, i));
-        }
-        PGresult *r = PQexecParams(conn, outbox_statement_sql(st), static_cast<int>(params.size()), nullptr,
-                                   params.data(), nullptr, nullptr, 0);
-        const auto rs = PQresultStatus(r);
-        if (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK) {
-            std::vector<const char *> row;
-            if (rs == PGRES_TUPLES_OK && PQntuples(r) > 0) {
-                for (int j = 0; j < PQnfields(r); ++j) {
-                    row.push_back(PQgetisnull(r, 0, j) ? nullptr : PQgetvalue(r, 0, j));
-                }
-            }
+        const Outcome o = run_statement(conn, st);
+        if (o.ok) {
+            const auto row = o.row();
             EXPECT_EQ(outbox_write_plan_done(plan, row.data(), row.size()), OUTBOX_OK) << outbox_last_error();
         } else {
-            const char *constraint = name_constraint ? PQresultErrorField(r, PG_DIAG_CONSTRAINT_NAME) : nullptr;
-            EXPECT_EQ(outbox_write_plan_failed(plan, PQresultErrorField(r, PG_DIAG_SQLSTATE), constraint,
-                                               PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY),
-                                               PQstatus(conn) != CONNECTION_OK),
+            // The primary message alone, as most drivers report it.
+            const std::string primary = o.message.substr(0, o.message.find('\n'));
+            EXPECT_EQ(outbox_write_plan_failed(plan, o.opt(o.sqlstate), name_constraint ? o.opt(o.constraint) : nullptr,
+                                               primary.c_str(), o.closed ? 1 : 0),
                       OUTBOX_OK);
         }
-        PQclear(r);
     }
     ran.status = outbox_write_plan_result(plan);
     ran.error = outbox_last_error();
