@@ -1,83 +1,39 @@
 """outbox: the transactional outbox for PostgreSQL and RabbitMQ, from Python.
 
 Write an event in the same transaction as your business rows; the relay publishes what was
-committed to RabbitMQ (publisher confirms), and subscribers handle each event exactly once in
-their own transaction::
+committed (publisher confirms); subscribers handle each event exactly once in their transaction::
 
-    import outbox, psycopg
-
-    with psycopg.connect(url) as conn:
-        with conn.transaction():
-            conn.execute("INSERT INTO orders (id, total) VALUES (%s, %s)", (42, 99.5))
-            outbox.write(conn, aggregate_type="ORD", aggregate_id="42", operation="POST",
-                         payload={"id": 42, "total": 99.5})
+    with psycopg.connect(url) as conn, conn.transaction():
+        conn.execute("INSERT INTO orders (id, total) VALUES (%s, %s)", (42, 99.5))
+        outbox.write(conn, aggregate_type="ORD", aggregate_id="42", operation="POST", payload={"id": 42})
 
     with outbox.Relay() as relay:            # OUTBOX_PG_URL / OUTBOX_AMQP_URL
         relay.run()                          # until stop() or Ctrl-C
 
-    def handle(event, conn):                 # conn: your psycopg connection, in the transaction
-        conn.execute("INSERT INTO analytics (event_id) VALUES (%s)", (event.id,))
-
     with outbox.Consumer("analytics-writer") as consumer, psycopg.connect(url) as conn:
-        consumer.run(handle, conn)
+        consumer.run(handle, conn)           # handle(event, conn), in the inbox row's transaction
 
-One C++ implementation (liboutbox, through its C API) does the work for C, PHP, Python and Node.
-Drivers: any psycopg 3 or psycopg2 connection (binary wheels included), a SQLAlchemy ``Session``
-or ``Connection``; ``await write_async(...)`` on asyncpg and psycopg's ``AsyncConnection``.
+One C++ implementation (liboutbox, through its C API) does the work for C, PHP, Python and Node;
+see python/README.md.
 """
 
 from __future__ import annotations
 
 from . import _native
-from ._errors import _BY_STATUS
+from ._errors import BY_STATUS
 
-# Install the exception classes before anything can fail.
-_native._set_error_classes(dict(_BY_STATUS))
+_native._set_error_classes(dict(BY_STATUS))  # before anything can fail
 
 from ._config import Config, config_keys  # noqa: E402
-from ._consumer import Consumer, Handler, Message  # noqa: E402
-from ._db import (  # noqa: E402
-    Db,
-    DedupeResult,
-    Order,
-    Rows,
-    TxState,
-    dedupe,
-    migrate,
-    purge_inbox,
-    write,
-)
+from ._consumer import AsyncHandler, Consumer, Handler, consume_async  # noqa: E402
+from ._db import Db, Rows, TxState, dedupe, dedupe_async, migrate, purge_inbox, write, write_async  # noqa: E402
 from ._errors import (  # noqa: E402
-    ArgumentTypeError,
-    BrokerError,
-    ConnectionLost,
-    DatabaseError,
-    DuplicateEvent,
-    Error,
-    InternalError,
-    InvalidArgument,
-    InvalidEvent,
-    LibpqMismatch,
-    NotFound,
-    OutOfMemory,
-    SchemaError,
-    Stopped,
-    Timeout,
-    TooLarge,
-    TransactionError,
-    UnknownKey,
+    ArgumentTypeError, BrokerError, ConnectionLost, DatabaseError, DuplicateEvent, Error, InternalError,
+    InvalidArgument, InvalidEvent, LibpqMismatch, NotFound, OutOfMemory, SchemaError, Stopped, Timeout, TooLarge,
+    TransactionError, UnknownKey,
 )
-from ._events import (  # noqa: E402
-    Event,
-    EventFields,
-    Operation,
-    OperationName,
-    Statement,
-    Written,
-    render_dedupe,
-    render_write,
-)
-from ._aio import AsyncHandler, consume_async, dedupe_async, write_async  # noqa: E402
+from ._events import Event, EventFields, Operation, OperationName, Statement, Written, render_dedupe, render_write  # noqa: E402,E501
+from ._message import DedupeResult, Message, Order  # noqa: E402
 from ._relay import Relay, RelayStats  # noqa: E402
 
 __version__ = "0.1.0"
@@ -94,58 +50,19 @@ def libpq_version() -> int:
 
 
 __all__ = [
-    "__version__",
-    "library_version",
-    "libpq_version",
+    "__version__", "library_version", "libpq_version",
     # writing
-    "write",
-    "write_async",
-    "Event",
-    "EventFields",
-    "Operation",
-    "OperationName",
-    "Written",
-    "render_write",
+    "write", "write_async", "Event", "EventFields", "Operation", "OperationName", "Written", "render_write",
     "Statement",
     # connections and schema
-    "Db",
-    "TxState",
-    "Rows",
-    "migrate",
-    "Config",
-    "config_keys",
+    "Db", "TxState", "Rows", "migrate", "Config", "config_keys",
     # relay
-    "Relay",
-    "RelayStats",
+    "Relay", "RelayStats",
     # consumers
-    "Consumer",
-    "Message",
-    "Handler",
-    "dedupe",
-    "dedupe_async",
-    "consume_async",
-    "AsyncHandler",
-    "render_dedupe",
-    "DedupeResult",
-    "Order",
-    "purge_inbox",
+    "Consumer", "Message", "Handler", "dedupe", "dedupe_async", "consume_async", "AsyncHandler", "render_dedupe",
+    "DedupeResult", "Order", "purge_inbox",
     # errors
-    "Error",
-    "InvalidArgument",
-    "ArgumentTypeError",
-    "InvalidEvent",
-    "TooLarge",
-    "DuplicateEvent",
-    "DatabaseError",
-    "ConnectionLost",
-    "BrokerError",
-    "Timeout",
-    "SchemaError",
-    "TransactionError",
-    "OutOfMemory",
-    "Stopped",
-    "InternalError",
-    "UnknownKey",
-    "NotFound",
-    "LibpqMismatch",
+    "Error", "InvalidArgument", "ArgumentTypeError", "InvalidEvent", "TooLarge", "DuplicateEvent", "DatabaseError",
+    "ConnectionLost", "BrokerError", "Timeout", "SchemaError", "TransactionError", "OutOfMemory", "Stopped",
+    "InternalError", "UnknownKey", "NotFound", "LibpqMismatch",
 ]
