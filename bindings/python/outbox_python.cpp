@@ -718,6 +718,9 @@ PYBIND11_MODULE(_native, m) {
              {"MIGRATE_ALL", OUTBOX_MIGRATE_ALL},
              {"MIGRATE_OUTBOX", OUTBOX_MIGRATE_OUTBOX},
              {"MIGRATE_INBOX", OUTBOX_MIGRATE_INBOX},
+             {"FIELD_TEXT", OUTBOX_FIELD_TEXT},
+             {"FIELD_JSON", OUTBOX_FIELD_JSON},
+             {"FIELD_FLAG", OUTBOX_FIELD_FLAG},
          }) {
         m.attr(name) = value;
     }

@@ -7,7 +7,6 @@ from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional,
 from . import _native
 from ._errors import ArgumentTypeError
 
-
 def _text(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -17,27 +16,18 @@ def _text(key: str, value: Any) -> str:
         return ",".join(f"{k}={v}" for k, v in value.items())
     raise ArgumentTypeError(f"configuration value for {key!r} must be a str, int, float or bool, not {type(value).__name__}")
 
-
 class Config(MutableMapping[str, str]):
-    """Options by key, validated as they are set, e.g.::
-
-        cfg = outbox.Config({"outbox.schema": "shop", "event.type_map": {"PRD": "Product"}})
-        cfg["relay.batch_size"] = 200
-
-    Values may be str, int, float or bool (``True`` -> ``"true"``); ``event.type_map`` also takes a
-    dict. An unknown key raises :class:`outbox.UnknownKey`, a bad value :class:`outbox.InvalidArgument`
-    (the configuration unchanged). Reading gives the current value (secrets read back as ``"***"``);
-    iterating gives the keys set here; ``outbox.config_keys()`` lists them all. Every ``config=``
-    takes a ``Config``, a mapping or None (the defaults).
-    """
-
-    __slots__ = ("_values", "_native", "_env", "_derived")
+    """The library's options by key (``outbox.config_keys()``), validated as they are set (UnknownKey,
+    InvalidArgument): str, int, float or bool values, a dict for ``event.type_map``. Reading gives the
+    current value (secrets as ``"***"``); iterating, the keys set here. ``config=`` takes a Config, a
+    mapping or None (the defaults): ``outbox.Config({"outbox.schema": "shop"})``."""
+    __slots__ = ("_values", "native", "_env", "_derived")
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
         if _:
             raise ArgumentTypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
         self._values: Dict[str, str] = {}
-        self._native = _native.Config()
+        self.native = _native.Config()  #: the library's configuration handle
         self._env = False
         self._derived: Dict[str, _native.Config] = {}  # by placeholder style (native_config), dropped on a change
         for k, v in (options or {}).items():
@@ -45,19 +35,19 @@ class Config(MutableMapping[str, str]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         text = _text(key, value)
-        self._native.set(key, text)
+        self.native.set(key, text)
         self._values[key] = text
         self._derived.clear()
 
     def __getitem__(self, key: str) -> str:
-        return str(self._native.get(key))
+        return str(self.native.get(key))
 
     def __delitem__(self, key: str) -> None:
         del self._values[key]  # back to the default: rebuilt from the remaining values
-        self._native = Config(self._values).native
-        if self._env:
-            self._native.from_env(False)
+        self.native = Config(self._values).native
         self._derived.clear()
+        if self._env:
+            self.native.from_env(False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
@@ -69,7 +59,7 @@ class Config(MutableMapping[str, str]):
         return len(self._values)
 
     def __repr__(self) -> str:  # which keys are secret is core's rule: they read back as "***"
-        return f"outbox.Config({ {k: str(self._native.get(k)) for k in self._values}!r})"
+        return f"outbox.Config({ {k: str(self.native.get(k)) for k in self._values}!r})"
 
     def copy(self) -> "Config":
         c = Config(self._values)
@@ -80,18 +70,12 @@ class Config(MutableMapping[str, str]):
     def apply_env(self) -> None:
         """Fills pg.url / amqp.url not set here from OUTBOX_PG_URL / OUTBOX_AMQP_URL
         (``outbox_config_from_env``); copies do the same."""
-        self._native.from_env(False)
+        self.native.from_env(False)
         self._env = True
         self._derived.clear()
 
-    @property
-    def native(self) -> "_native.Config":
-        return self._native
-
-
 ConfigLike = Union[Config, Mapping[str, Any], None]
 _DEFAULTS = Config()
-
 
 def as_config(config: ConfigLike) -> Optional[Config]:
     if config is None or isinstance(config, Config):
@@ -99,7 +83,6 @@ def as_config(config: ConfigLike) -> Optional[Config]:
     if isinstance(config, Mapping):
         return Config(config)
     raise ArgumentTypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
-
 
 def native_config(config: ConfigLike, placeholders: Optional[str] = None) -> Optional["_native.Config"]:
     """The native configuration, with ``render.placeholders`` set to ``placeholders`` when given
@@ -115,7 +98,6 @@ def native_config(config: ConfigLike, placeholders: Optional[str] = None) -> Opt
         n = c._derived[placeholders] = d.native
     return n
 
-
 def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str]) -> Config:
     """A copy of ``config`` with pg.url / amqp.url from the arguments, else the configuration,
     else OUTBOX_PG_URL / OUTBOX_AMQP_URL."""
@@ -126,7 +108,6 @@ def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str]
             c[key] = url
     c.apply_env()
     return c
-
 
 def config_keys() -> List[Tuple[str, str]]:
     """Every configuration key the library knows, with its help text (defaults included)."""

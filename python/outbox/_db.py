@@ -9,29 +9,23 @@ import json
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._config import Config, ConfigLike, as_config
+from ._config import Config, ConfigLike, as_config, with_urls
 from ._drivers import LIBRARY, DedupeKey, Driver, driver_for, mapped
 from ._errors import ArgumentTypeError, Error, InvalidArgument
-from ._events import EventFields, Written, event_fields
-from ._message import DedupeResult, Message
+from ._events import Closing, DedupeResult, EventFields, Message, Written, event_fields
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-#: What the connection-taking functions accept: an :class:`outbox.Db` or a driver's connection.
-Connection = Any
 _MIGRATE = {name[len("MIGRATE_"):].lower(): v for name, v in vars(_native).items() if name.startswith("MIGRATE_")}
-
 
 class TxState(enum.IntEnum):
     """Transaction state of a connection (``outbox_tx_state``)."""
-
     IDLE = _native.TX_IDLE  #: no transaction open
     ACTIVE = _native.TX_ACTIVE  #: a query is running
     INTRANS = _native.TX_INTRANS  #: inside a transaction
     INERROR = _native.TX_INERROR  #: inside a failed transaction: roll back
     UNKNOWN = _native.TX_UNKNOWN  #: the connection is bad
-
 
 def _param(v: Any) -> Optional[str]:
     if v is None or isinstance(v, str):
@@ -46,11 +40,8 @@ def _param(v: Any) -> Optional[str]:
         return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
     return str(v)  # numbers, Decimal, UUID
 
-
 class Rows(List[Tuple[Optional[str], ...]]):
-    """Rows of ``Db.execute`` as tuples of text (None for NULL); ``rowcount``: the rows the command
-    affected or returned (-1 when it does not say); ``status``: its tag."""
-
+    """``Db.execute``'s rows as tuples of text (None for NULL), its ``rowcount`` (-1: unknown) and ``status`` tag."""
     rowcount: int = -1
     status: Optional[str] = None
 
@@ -58,44 +49,30 @@ class Rows(List[Tuple[Optional[str], ...]]):
         """The first column of the first row (None when there is none)."""
         return self[0][0] if self and self[0] else None
 
-
-class Db:
-    """A PostgreSQL connection for the outbox: one the library opens (``Db.open``, closed with it),
-    or your driver's (``Db.wrap(conn)``: never closed, committed or rolled back by the library;
-    ``begin``/``commit``/``rollback`` go through the driver). One driver protocol runs both::
-
-        with outbox.Db.open("postgresql://...", config={"outbox.schema": "shop"}) as db:
-            with db.transaction():
-                db.execute("INSERT INTO orders (id) VALUES ($1)", [42])
-                db.write(aggregate_type="ORD", aggregate_id="42", operation="POST", payload={"id": 42})
-
-    ``execute``, ``exec``, ``pgconn``, ``migrate`` and ``purge_inbox`` need the library's own
-    connection. A Db may be shared between threads; its calls are serialised.
-    """
-
+class Db(Closing):
+    """A PostgreSQL connection for the outbox: one the library opens (``Db.open(url)``, closed with the Db)
+    or your driver's (``Db.wrap(conn)``: never closed, committed or rolled back by the library); one
+    driver protocol runs both. ``execute``, ``exec``, ``pgconn``, ``migrate`` and ``purge_inbox`` need
+    the library's own. A Db may be shared between threads (its calls are serialised)."""
     __slots__ = ("_conn", "_drv", "_config", "__weakref__")
 
     def __init__(self, url: Optional[str] = None, *, config: ConfigLike = None) -> None:
         """Same as ``Db.open(url, config=config)``."""
         c = as_config(config)
         if url:
-            conn = _native.Db.open(url, c.native if c is not None else None)
+            self._conn = _native.Db.open(url, c.native if c is not None else None)
         else:  # pg.url, else OUTBOX_PG_URL: the library's rule
-            opened = c.copy() if c is not None else Config()
-            opened.apply_env()
-            conn = _native.Db.open_config(opened.native)
-        self._conn, self._drv, self._config = conn, LIBRARY, c
+            self._conn = _native.Db.open_config(with_urls(c, None, None).native)
+        self._drv, self._config = LIBRARY, c
 
     @classmethod
     def open(cls, url: Optional[str] = None, *, config: ConfigLike = None) -> "Db":
-        """Opens a connection the library owns (``outbox_db_open``) to ``url`` (default ``pg.url``,
-        else OUTBOX_PG_URL). ConnectionLost when the server cannot be reached (never with the password)."""
+        """Opens a connection the library owns to ``url`` (default ``pg.url``, else OUTBOX_PG_URL)."""
         return cls(url, config=config)
 
     @classmethod
     def wrap(cls, conn: Any, *, config: ConfigLike = None) -> "Db":
-        """A Db over your psycopg 3 or psycopg2 connection, or SQLAlchemy ``Session``/``Connection``;
-        it stays yours. The library's statements run through the driver, in its transaction."""
+        """A Db over your psycopg 3 / psycopg2 connection or SQLAlchemy ``Session``/``Connection``."""
         return cls._over(conn, driver_for(conn), as_config(config))
 
     @classmethod
@@ -140,26 +117,17 @@ class Db:
         return int(self._native().pgconn())
 
     def close(self) -> None:
-        """Closes the library's connection (uncommitted work is rolled back by the server), or lets
-        go of your driver's. Idempotent."""
+        """Closes the library's connection (the server rolls back), or lets go of your driver's. Idempotent."""
         conn, self._conn = self._conn, None
         if conn is not None and self._drv is LIBRARY:
             conn.close()
 
-    def __enter__(self) -> "Db":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def __repr__(self) -> str:
-        conn = self._conn
-        how = "closed" if conn is None else "owned" if self.owned else f"via {type(conn).__module__}.{type(conn).__name__}"
-        return f"<outbox.Db {how}>"
+        t = type(self._conn)
+        return f"<outbox.Db {'closed' if self.closed else 'owned' if self.owned else f'via {t.__module__}.{t.__name__}'}>"
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        """Runs one statement with ``$1..$n`` parameters (None, str, bool, numbers, Decimal, UUID,
-        datetimes, bytes, dict/list as JSON) and returns its rows as text. DatabaseError (``.sqlstate``)."""
+        """Runs one statement with ``$1..$n`` parameters; its rows as text (DatabaseError: ``.sqlstate``)."""
         rows, n, status = self._native().execute(sql, [_param(p) for p in params])
         out = Rows(rows)
         out.rowcount, out.status = int(n), status
@@ -170,23 +138,24 @@ class Db:
         self._native().exec(sql)
 
     def _tx(self, step: str) -> None:
+        conn = self._c()
         try:
-            self._drv.pump(getattr(self._drv, step)(self._c(), _native.TX_SQL[step]))
+            self._drv.pump(getattr(self._drv, step)(conn, _native.TX_SQL[step]))
         except Error:
             raise
         except Exception as exc:
-            raise mapped(exc, step.upper()) from exc
+            raise mapped(exc, step.upper(), self._drv, conn) from exc
 
     def begin(self) -> None:
-        """Opens a transaction (the driver's way); a no-op inside one."""
+        """Opens a transaction, the driver's way (a no-op inside one)."""
         self._tx("begin")
 
     def commit(self) -> None:
-        """Commits (the driver's way)."""
+        """Commits, the driver's way."""
         self._tx("commit")
 
     def rollback(self) -> None:
-        """Rolls back (the driver's way)."""
+        """Rolls back, the driver's way."""
         self._tx("rollback")
 
     @contextlib.contextmanager
@@ -220,7 +189,6 @@ class Db:
         secs = older_than.total_seconds() if isinstance(older_than, _dt.timedelta) else float(older_than)
         return int(self._native().purge_inbox(int(secs), int(batch)))
 
-
 def _dedupe_key(consumer: Any, event: Any, seq: Optional[int] = None, aggregate_type: Optional[str] = None,
                 aggregate_id: Optional[str] = None) -> DedupeKey:
     """(consumer, event id, aggregate type, aggregate id, seq) from a Message, an envelope dict or an id."""
@@ -238,9 +206,8 @@ def _dedupe_key(consumer: Any, event: Any, seq: Optional[int] = None, aggregate_
     name = consumer if isinstance(consumer, str) else str(getattr(consumer, "name", consumer))
     return name, str(eid), at, None if ai is None else str(ai), int((seq if seq is not None else s) or 0)
 
-
 @contextlib.contextmanager
-def _on(conn: Connection, config: ConfigLike, allow_url: bool = False) -> Iterator[Db]:
+def _on(conn: Any, config: ConfigLike, allow_url: bool = False) -> Iterator[Db]:
     if isinstance(conn, Db):
         if config is not None:
             raise ArgumentTypeError("config= applies to a driver's connection; an outbox.Db has its own")
@@ -251,34 +218,25 @@ def _on(conn: Connection, config: ConfigLike, allow_url: bool = False) -> Iterat
     else:
         yield Db.wrap(conn, config=config)
 
-
-def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, **fields: Unpack[EventFields]) -> Written:
-    """Writes one event into the outbox **in the connection's current transaction**.
-
-    Commit and the event is stored with your rows, for the relay to publish; roll back and neither
-    exists. The library never commits or rolls back; outside autocommit a driver with no transaction
-    open begins one, as for your own first statement.
+def write(conn: Any, event: Any = None, /, *, config: ConfigLike = None, **fields: Unpack[EventFields]) -> Written:
+    """Writes one event into the outbox **in the connection's current transaction**: commit and it
+    is stored with your rows, for the relay to publish; roll back and neither exists.
 
     Args:
-        conn: a psycopg 3 or psycopg2 connection, a SQLAlchemy ``Session``/``Connection``, or an
-            :class:`outbox.Db`; the library's write plan runs through the driver (asyncio drivers:
-            ``await outbox.write_async(...)``).
-        event: an :class:`outbox.Event`, another dataclass or a mapping; or the fields as keywords:
-            ``aggregate_type``, ``aggregate_id``, ``operation`` (POST, PUT, PATCH, DELETE, FORCE_DELETE),
-            ``payload``, and optionally ``previous_payload``, ``metadata``, ``user``, ``event_type``,
-            ``idempotency_key``, ``event_id``.
-        config: ``outbox.schema``, ``outbox.table``, ``event.type_map``, ``event.max_payload_bytes``...
+        conn: a psycopg 3 or psycopg2 connection, a SQLAlchemy ``Session``/``Connection`` or an
+            :class:`outbox.Db` (asyncio: :func:`write_async`). The library never commits or rolls back.
+        event: an :class:`outbox.Event`, a dataclass or a mapping; or the fields as keywords
+            (``aggregate_type``, ``aggregate_id``, ``operation``, ``payload``, ...).
+        config: ``outbox.schema``, ``event.type_map``, ``event.max_payload_bytes``...
     Returns:
         :class:`outbox.Written`: the event's ``id``, ``event_type`` and per-aggregate ``seq``.
     Raises:
-        InvalidEvent, TooLarge: the event. DuplicateEvent: the idempotency key is used already (your
-        transaction stays usable). TransactionError: your transaction is aborted. ConnectionLost,
-        DatabaseError, SchemaError (run ``outbox.migrate``): a driver's error, by its SQLSTATE.
+        InvalidEvent, TooLarge; DuplicateEvent (a reused idempotency key; your transaction stays
+        usable); TransactionError (aborted); ConnectionLost, DatabaseError, SchemaError.
 
     Example::
 
         with psycopg.connect(url) as conn, conn.transaction():
-            conn.execute("INSERT INTO orders (id, total) VALUES (%s, %s)", (42, 99.5))
             outbox.write(conn, aggregate_type="ORD", aggregate_id="42", operation="POST", payload={"id": 42})
     """
     if isinstance(conn, Db):
@@ -287,48 +245,29 @@ def write(conn: Connection, event: Any = None, /, *, config: ConfigLike = None, 
         return conn.write(event, **fields)
     return driver_for(conn).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
 
-
 async def write_async(conn: Any, event: Any = None, /, *, config: ConfigLike = None,
                       **fields: Unpack[EventFields]) -> Written:
     """``await outbox.write_async(conn, ...)``: :func:`outbox.write` on asyncpg, psycopg's
     ``AsyncConnection`` or SQLAlchemy's ``AsyncSession``/``AsyncConnection``; the same result and errors."""
     return await driver_for(conn, asyncio=True).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
 
-
-def migrate(conn: Connection, *, config: ConfigLike = None, target: str = "all") -> int:
-    """Creates or upgrades the outbox and inbox tables, idempotently (``outbox_migrate``); concurrent
-    migrations serialise on an advisory lock.
-
-    Args:
-        conn: a connection URL or an :class:`outbox.Db`.
-        config: ``outbox.schema``, ``outbox.table``, ``inbox.table``.
-        target: ``"all"``, ``"outbox"`` (outbox and aggregate counter tables) or ``"inbox"``.
-    Returns:
-        the schema version now installed (SchemaError: the tables are newer than this library).
-    """
+def migrate(conn: Any, *, config: ConfigLike = None, target: str = "all") -> int:
+    """Creates or upgrades the outbox and inbox tables idempotently (``outbox_migrate``) on a URL or
+    an :class:`outbox.Db`; ``target``: ``"all"``, ``"outbox"`` or ``"inbox"``. Returns the schema
+    version now installed (SchemaError: the tables are newer than this library)."""
     with _on(conn, config, allow_url=True) as db:
         return db.migrate(target)
 
-
-def dedupe(conn: Connection, consumer: Any, event: Any, *, seq: Optional[int] = None,
+def dedupe(conn: Any, consumer: Any, event: Any, *, seq: Optional[int] = None,
            aggregate_type: Optional[str] = None, aggregate_id: Optional[str] = None,
            config: ConfigLike = None) -> DedupeResult:
-    """Records (consumer, event) in the inbox **in the connection's current transaction** and says
-    whether this is the first time (``outbox_consumer_dedupe``); commit it with your handler's writes.
-
-    Args:
-        conn: an :class:`outbox.Db` or a driver's connection (as for :func:`write`).
-        consumer: the consumer's name, or an :class:`outbox.Consumer` (its configuration by default).
-        event: an :class:`outbox.Message`, an envelope dict from another AMQP client, or an event id.
-        seq: the per-aggregate sequence (header ``outbox-seq``) for order and gap reports.
-    Returns:
-        :class:`outbox.DedupeResult` (``first_time``, ``order``, ``previous_seq``).
-    """
+    """Records (consumer, event) in the inbox **in the connection's current transaction** and says whether
+    this is the first time (``outbox_consumer_dedupe``). ``consumer``: a name or an :class:`outbox.Consumer`
+    (its configuration by default); ``event``: a Message, an envelope dict or an event id."""
     if config is None and not isinstance(conn, Db):
         config = getattr(consumer, "config", None)
     with _on(conn, config) as db:
         return db.dedupe(consumer, event, seq=seq, aggregate_type=aggregate_type, aggregate_id=aggregate_id)
-
 
 async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[int] = None,
                        aggregate_type: Optional[str] = None, aggregate_id: Optional[str] = None,
@@ -338,11 +277,9 @@ async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[in
     config = config if config is not None else getattr(consumer, "config", None)
     return await driver_for(conn, asyncio=True).dedupe(conn, key, config)  # type: ignore[no-any-return]
 
-
-def purge_inbox(conn: Connection, older_than: Union[float, _dt.timedelta], *, batch: int = 1000,
+def purge_inbox(conn: Any, older_than: Union[float, _dt.timedelta], *, batch: int = 1000,
                 config: ConfigLike = None) -> int:
-    """Removes inbox rows processed more than ``older_than`` ago (seconds or a timedelta;
-    ``outbox_inbox_purge``): whole partitions as the tables' owner, else rows in batches. Returns
-    the rows removed; InvalidArgument when ``older_than`` is below ``inbox.retention_s``."""
+    """Removes inbox rows processed more than ``older_than`` ago (``outbox_inbox_purge``; a URL or an
+    :class:`outbox.Db`); returns how many. InvalidArgument below ``inbox.retention_s``."""
     with _on(conn, config, allow_url=True) as db:
         return db.purge_inbox(older_than, batch=batch)

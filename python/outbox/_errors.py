@@ -6,16 +6,10 @@ from typing import Dict, Optional, Type
 
 from . import _native
 
-
 class Error(Exception):
-    """Base class of every error the outbox library reports.
-
-    Attributes: ``message`` (the library's message), ``code`` (the status name, e.g.
-    ``"INVALID_EVENT"``), ``status`` (its number), ``sqlstate`` (PostgreSQL's, when the server
-    reported the error) and ``retriable`` (the same call may succeed later: the library's answer,
-    ``outbox_status_retriable``).
-    """
-
+    """Base class of every error the outbox library reports: ``message`` (the library's), ``code`` (the
+    status name, e.g. ``"INVALID_EVENT"``), ``status`` (its number), ``sqlstate`` (PostgreSQL's) and
+    ``retriable`` (the same call may succeed later: ``outbox_status_retriable``)."""
     code: str = "INTERNAL"
     status: int = _native.STATUS["INTERNAL"]
 
@@ -42,78 +36,26 @@ class Error(Exception):
     def __reduce__(self):  # type: ignore[no-untyped-def]  # picklable across processes
         return (_rebuild, (type(self), self.message, self.code, self.status, self.sqlstate))
 
-
 def _rebuild(cls, message, code, status, sqlstate):  # type: ignore[no-untyped-def]
     return cls(message, code=code, status=status, sqlstate=sqlstate)
 
-
-class InvalidArgument(Error, ValueError):
-    """A missing or malformed argument or configuration value, a hostile name, a closed handle."""
-
-
-class InvalidEvent(Error, ValueError):
-    """A missing field, invalid JSON, an unknown operation, a NUL byte or invalid UTF-8."""
-
-
-class TooLarge(Error, ValueError):
-    """The payload (or previous payload, metadata) is over ``event.max_payload_bytes``."""
-
-
-class DuplicateEvent(Error):
-    """The idempotency key is already used (the caller's transaction stays usable)."""
-
-
-class DatabaseError(Error):
-    """PostgreSQL reported an error (``sqlstate`` says which)."""
-
-
-class ConnectionLost(Error):
-    """A PostgreSQL or RabbitMQ connection is closed, broken or unreachable (not an ``OSError``)."""
-
-
-class BrokerError(Error):
-    """RabbitMQ reported an error (a channel or connection closed by the broker)."""
-
-
-class Timeout(Error):
-    """A bounded wait ran out (e.g. no publisher confirm in time)."""
-
-
-class SchemaError(Error):
-    """The tables are missing (run ``outbox.migrate``), or newer than this library knows."""
-
-
-class TransactionError(Error):
-    """The transaction is aborted (roll it back) or in the wrong state."""
-
-
-class OutOfMemory(Error, MemoryError):
-    """The library could not allocate memory."""
-
-
-class Stopped(Error):
-    """Interrupted by a stop request (``Relay.stop()``, ``Consumer.stop()``)."""
-
-
-class InternalError(Error):
-    """A bug in the library; please report it with the message."""
-
-
-class UnknownKey(Error, KeyError):
-    """An unknown configuration key or event field."""
-
-
-class NotFound(Error, LookupError):
-    """Nothing at that index or name."""
-
-
-class ArgumentTypeError(InvalidArgument, TypeError):
-    """INVALID_ARGUMENT for a value of the wrong type: a ``TypeError`` too, with a ``code``."""
-
-
-class LibpqMismatch(InvalidArgument):
-    """Deprecated, never raised: connections are no longer lent to the library (kept for imports)."""
-
+class InvalidArgument(Error, ValueError): """A missing or malformed argument or configuration value, a closed handle."""
+class InvalidEvent(Error, ValueError): """A missing field, invalid JSON, an unknown operation, a NUL byte or invalid UTF-8."""
+class TooLarge(Error, ValueError): """The payload (or previous payload, metadata) is over ``event.max_payload_bytes``."""
+class DuplicateEvent(Error): """The idempotency key is already used (the caller's transaction stays usable)."""
+class DatabaseError(Error): """PostgreSQL reported an error (``sqlstate`` says which)."""
+class ConnectionLost(Error): """A PostgreSQL or RabbitMQ connection is closed, broken or unreachable (not an OSError)."""
+class BrokerError(Error): """RabbitMQ reported an error (a channel or connection closed by the broker)."""
+class Timeout(Error): """A bounded wait ran out (e.g. no publisher confirm in time)."""
+class SchemaError(Error): """The tables are missing (run ``outbox.migrate``), or newer than this library knows."""
+class TransactionError(Error): """The transaction is aborted (roll it back) or in the wrong state."""
+class OutOfMemory(Error, MemoryError): """The library could not allocate memory."""
+class Stopped(Error): """Interrupted by a stop request (``Relay.stop()``, ``Consumer.stop()``)."""
+class InternalError(Error): """A bug in the library; please report it with the message."""
+class UnknownKey(Error, KeyError): """An unknown configuration key or event field."""
+class NotFound(Error, LookupError): """Nothing at that index or name."""
+class ArgumentTypeError(InvalidArgument, TypeError): """INVALID_ARGUMENT for a value of the wrong type (a TypeError too)."""
+class LibpqMismatch(InvalidArgument): """Deprecated, never raised: connections are no longer lent (kept for imports)."""
 
 # Each class's status name (outbox_status_name); its number comes from the library.
 _CODES: Dict[Type[Error], str] = {
@@ -125,8 +67,7 @@ _CODES: Dict[Type[Error], str] = {
 for _cls, _code in _CODES.items():
     _cls.code, _cls.status = _code, _native.STATUS[_code]
 BY_STATUS: Dict[int, Type[Error]] = {cls.status: cls for cls in _CODES}
+_native._set_error_classes(dict(BY_STATUS))  # the native layer raises these
 
-
-def error_class(status: int) -> Type[Error]:
-    """The exception class for a C status (``Error`` for an unknown one)."""
+def error_class(status: int) -> Type[Error]:  # Error for an unknown status
     return BY_STATUS.get(status, Error)

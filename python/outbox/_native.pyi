@@ -21,31 +21,13 @@ def dedupe_interpret(config: Optional[Config], aggregate_type: Optional[str], ag
 STATUS: Dict[str, int]  # status numbers by name (outbox_status_name)
 ENVELOPE: Dict[str, str]  # envelope field names by Message attribute
 TX_SQL: Dict[str, str]  # "begin", "commit", "rollback": their statements
-LOOP_BLOCK: int
-LOOP_EXEC: int
-LOOP_HANDLE: int
-LOOP_WAIT: int
-LOOP_DONE: int
-LOOP_SQL_BEGIN: int
-LOOP_SQL_DEDUPE: int
-LOOP_SQL_COMMIT: int
-LOOP_SQL_ROLLBACK: int
-LOOP_LIBRARY: int
-LOOP_DRIVER_LENT: int
-HANDLER_OK: int
-HANDLER_FAILED: int
-TX_IDLE: int
-TX_ACTIVE: int
-TX_INTRANS: int
-TX_INERROR: int
-TX_UNKNOWN: int
-ORDER_UNCHECKED: int
-ORDER_IN_ORDER: int
-ORDER_STALE: int
-ORDER_GAP: int
-MIGRATE_ALL: int
-MIGRATE_OUTBOX: int
-MIGRATE_INBOX: int
+LOOP_BLOCK: int; LOOP_EXEC: int; LOOP_HANDLE: int; LOOP_WAIT: int; LOOP_DONE: int  # outbox_loop_action
+LOOP_SQL_BEGIN: int; LOOP_SQL_DEDUPE: int; LOOP_SQL_COMMIT: int; LOOP_SQL_ROLLBACK: int  # outbox_loop_sql
+LOOP_LIBRARY: int; LOOP_DRIVER_LENT: int; HANDLER_OK: int; HANDLER_FAILED: int
+TX_IDLE: int; TX_ACTIVE: int; TX_INTRANS: int; TX_INERROR: int; TX_UNKNOWN: int  # outbox_tx_state
+ORDER_UNCHECKED: int; ORDER_IN_ORDER: int; ORDER_STALE: int; ORDER_GAP: int  # outbox_order
+MIGRATE_ALL: int; MIGRATE_OUTBOX: int; MIGRATE_INBOX: int  # outbox_migrate_target
+FIELD_TEXT: int; FIELD_JSON: int; FIELD_FLAG: int  # outbox_field_kind
 
 class Config:
     def set(self, key: str, value: str) -> None: ...

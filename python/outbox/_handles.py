@@ -1,19 +1,124 @@
-"""Consumers: each subscriber's own durable queue, and the library's exactly-once loop
-(``outbox_loop_*``) driven on your connection, blocking or in asyncio."""
+"""The broker side: the relay (committed events -> RabbitMQ, with publisher confirms) and consumers
+(each subscriber's own queue, and the library's exactly-once loop driven on your connection)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import threading
 from typing import Any, Awaitable, Callable, Iterator, Optional, Tuple, Union
 
 from . import _native
 from ._config import Config, ConfigLike, with_urls
 from ._db import Db, dedupe
-from ._drivers import IDLE, LIBRARY, Driver, Steps, block, closed, driver_for, sleep, sqlstate_of
+from ._drivers import IDLE, LIBRARY, Driver, Steps, block, closed, driver_for, failure, sleep
 from ._errors import ArgumentTypeError, InvalidArgument, Stopped
-from ._message import DedupeResult, Message
-from ._relay import LoggerLike, log_sink
+from ._events import Closing, DedupeResult, Message
+
+_LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
+LoggerLike = Union[logging.Logger, Callable[[int, str], Any], None, bool]
+
+def log_sink(logger: LoggerLike, default: str) -> Optional[Callable[[int, str], None]]:
+    """The native log callback for a logging.Logger (None: ``default``'s), a callable(level, message) or False."""
+    if logger is False:
+        return None
+    log = logging.getLogger(default) if logger is None or logger is True else logger
+
+    def sink(level: int, message: str) -> None:
+        lvl = _LEVELS[level] if 0 <= level < len(_LEVELS) else logging.INFO
+        if not isinstance(log, logging.Logger):
+            log(lvl, message)
+        elif log.isEnabledFor(lvl):
+            log.log(lvl, "%s", message)
+
+    return sink
+
+@dataclasses.dataclass(frozen=True)
+class RelayStats:
+    """What one relay step did (``outbox_relay_stats``); ``claimed``, ``claim_us`` and ``mark_us``
+    keep version 1's names: the events read, the time reading them, the time recording outcomes."""
+    claimed: int = 0  #: events read (new ones, and ones due for a retry)
+    published: int = 0  #: confirmed by the broker and recorded as published
+    failed: int = 0  #: nacked or returned: parked, retried later (or now FAILED)
+    dead: int = 0  #: of ``failed``, those that reached relay.max_attempts: FAILED
+    held_back: int = 0  #: an earlier event of their aggregate was not confirmed or is parked
+    unroutable: int = 0  #: returned by the broker: no queue bound to the exchange
+    nacked: int = 0  #: negatively confirmed by the broker
+    unconfirmed: int = 0  #: no confirm within relay.confirm_timeout_ms: left PENDING
+    claim_us: int = 0
+    publish_us: int = 0
+    mark_us: int = 0
+    total_us: int = 0
+    blocked: bool = False  #: the broker blocked publishing (resource alarm) during the step
+
+    def __add__(self, other: "RelayStats") -> "RelayStats":
+        return RelayStats(*(getattr(self, f.name) + getattr(other, f.name) if f.name != "blocked" else
+                            getattr(self, f.name) or getattr(other, f.name) for f in dataclasses.fields(self)))
+
+class Handle(Closing):
+    """A relay's or consumer's native handle: ``stop``, ``reset``, ``close`` (also by a ``with`` block)."""
+    _native: Any
+    _config: Config
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    def _handle(self) -> Any:
+        if self._native is None:
+            raise InvalidArgument(f"the {type(self).__name__.lower()} is closed")
+        return self._native
+
+    def stop(self) -> None:
+        """Asks a running call to finish what is in flight and return. Safe from any thread and from signal handlers."""
+        if self._native is not None:
+            self._native.stop()
+
+    def reset(self) -> None:
+        """Clears a stop request so the handle can be used again."""
+        self._handle().reset()
+
+    def close(self) -> None:
+        """Stops and closes the connections (unacknowledged messages return to the queue). Idempotent."""
+        n, self._native = self._native, None
+        if n is not None:
+            n.stop()
+            n.close()
+
+    def __repr__(self) -> str:
+        return f"<outbox.{type(self).__name__} {'closed' if self._native is None else 'open'}>"
+
+class Relay(Handle):
+    """Moves committed events from the outbox to the exchange with publisher confirms (``outbox_relay_*``);
+    one relay per table is active, others stand by. ``pg_url``/``amqp_url`` default to ``pg.url``/
+    ``amqp.url``, else OUTBOX_PG_URL / OUTBOX_AMQP_URL; ``logger``: a ``logging.Logger`` (default
+    ``outbox.relay``), a callable(level, message), or False."""
+
+    def __init__(self, config: ConfigLike = None, *, pg_url: Optional[str] = None, amqp_url: Optional[str] = None,
+                 logger: LoggerLike = None) -> None:
+        self._config: Config = with_urls(config, pg_url, amqp_url)
+        self._native: Optional[_native.Relay] = _native.Relay(self._config.native, log_sink(logger, "outbox.relay"))
+
+    def step(self) -> RelayStats:
+        """One round: up to ``relay.batch_size`` events published with confirms, their outcomes
+        recorded before it returns (a relay standing by returns zeroes)."""
+        return RelayStats(*self._handle().step(threading.current_thread() is threading.main_thread()))
+
+    def drain(self, *, max_steps: Optional[int] = None) -> RelayStats:
+        """Steps until a step reads nothing (or ``max_steps``); returns the summed stats."""
+        total, n = RelayStats(), 0
+        while max_steps is None or n < max_steps:
+            st = self.step()
+            total, n = total + st, n + 1
+            if st.claimed == 0:
+                break
+        return total
+
+    def run(self) -> None:
+        """Relays until :meth:`stop` or Ctrl-C (what is in flight is finished first); :meth:`reset`
+        after a stop to run again."""
+        self._handle().run(threading.current_thread() is threading.main_thread())
 
 #: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back and redeliver.
 Handler = Callable[[Message, Any], Any]
@@ -21,27 +126,22 @@ Handler = Callable[[Message, Any], Any]
 AsyncHandler = Callable[[Message, Any], Union[Awaitable[Any], Any]]
 _TX = {_native.LOOP_SQL_BEGIN: "begin", _native.LOOP_SQL_COMMIT: "commit", _native.LOOP_SQL_ROLLBACK: "rollback"}
 
-
-def _reason(exc: BaseException) -> str:
-    """A Python exception as the reason text the library logs and dead-letters with."""
+def _reason(exc: BaseException) -> str:  # the reason text the library logs and dead-letters with
     return f"{type(exc).__name__}: {exc}"
-
 
 def _exec(loop: Any, drv: Driver, conn: Any) -> Steps:
     kind, sql, params = loop.statement()
+    step = drv.run(conn, sql, params) if kind == _native.LOOP_SQL_DEDUPE else getattr(drv, _TX[kind])(conn, sql)
     try:
-        if kind == _native.LOOP_SQL_DEDUPE:
-            row = yield from drv.run(conn, sql, params)  # type: ignore[attr-defined]
-        else:
-            row = yield from getattr(drv, _TX[kind])(conn, sql)
+        row = yield from step
     except Exception as exc:
-        loop.exec_failed(sqlstate_of(exc), _reason(exc), closed(drv, conn))
+        state, _, _, lost = failure(exc, drv, conn)
+        loop.exec_failed(state, _reason(exc), lost)
         return
     if kind == _native.LOOP_SQL_ROLLBACK and closed(drv, conn):  # a ROLLBACK a driver skipped: the connection is gone
         loop.exec_failed(None, "the connection is closed", True)
     else:
         loop.exec_done(row)
-
 
 def _handle(loop: Any, handler: Callable[..., Any], wrap: Callable[[Any, Any], Tuple[Any, Any]]) -> Steps:
     args = wrap(loop.message(), loop.db())
@@ -51,7 +151,6 @@ def _handle(loop: Any, handler: Callable[..., Any], wrap: Callable[[Any, Any], T
         loop.handler_done(_native.HANDLER_FAILED, _reason(exc))
         return
     loop.handler_done(_native.HANDLER_OK, None)
-
 
 def _actions(loop: Any, handler: Optional[Callable[..., Any]], wrap: Any, drv: Driver, conn: Any,
              stopped: threading.Event) -> Steps:
@@ -71,7 +170,6 @@ def _actions(loop: Any, handler: Optional[Callable[..., Any]], wrap: Any, drv: D
         else:
             return int(loop.result()) if handler is not None else 0
 
-
 def _steps(loop: Any, handler: Callable[..., Any], wrap: Any, drv: Driver, conn: Any, stopped: threading.Event) -> Steps:
     """The whole loop; interrupted (Ctrl-C, a cancelled task), the delivery in hand is rolled back
     and given back uncounted, then the interruption goes on."""
@@ -84,25 +182,10 @@ def _steps(loop: Any, handler: Callable[..., Any], wrap: Any, drv: Driver, conn:
                 yield from _actions(loop, None, wrap, drv, conn, stopped)
         raise
 
-
-class Consumer:
-    """A subscriber: its own durable queue bound to the exchange (``outbox_consumer_*``), with a
-    dead-letter queue ``<queue>.dead``. Exactly-once effect, in your transaction::
-
-        def handle(event: outbox.Message, conn: psycopg.Connection) -> None:
-            conn.execute("INSERT INTO analytics (id, kind) VALUES (%s, %s)", (event.id, event.event_type))
-
-        with outbox.Consumer("analytics-writer") as consumer, psycopg.connect(url) as conn:
-            consumer.run(handle, conn)          # until stop() or Ctrl-C
-
-    Or iterate (``for msg in consumer:``) and acknowledge yourself, after committing.
-
-    Args:
-        name: the consumer's name (its queue's default name, and its inbox key).
-        config: options (``amqp.exchange``, ``consumer.delivery_limit``, ``consumer.prefetch``...).
-        amqp_url, pg_url: default ``amqp.url``/``pg.url``, else OUTBOX_AMQP_URL / OUTBOX_PG_URL.
-        logger: a ``logging.Logger`` (default ``outbox.consumer``), a callable(level, message), or False.
-    """
+class Consumer(Handle):
+    """A subscriber: its own durable queue (``name`` by default) and ``<queue>.dead`` (``outbox_consumer_*``).
+    ``run(handler, conn)`` handles each event exactly once in your transaction; or iterate and ack yourself.
+    ``amqp_url``/``pg_url``/``logger`` as for :class:`Relay` (default logger ``outbox.consumer``)."""
 
     def __init__(self, name: str, config: ConfigLike = None, *, amqp_url: Optional[str] = None,
                  pg_url: Optional[str] = None, logger: LoggerLike = None) -> None:
@@ -117,26 +200,16 @@ class Consumer:
         return self._name
 
     @property
-    def config(self) -> Config:
-        return self._config
-
-    @property
     def delivery_limit(self) -> int:
         """Deliveries of a failing message before it is dead-lettered (``consumer.delivery_limit``)."""
         return int(self._config["consumer.delivery_limit"])
-
-    def _handle(self) -> "_native.Consumer":
-        if self._native is None:
-            raise InvalidArgument("the consumer is closed")
-        return self._native
 
     def connect(self) -> None:
         """Declares the topology and starts consuming now (otherwise the first next/run does)."""
         self._handle().connect()
 
     def next(self, timeout: Optional[float] = None) -> Optional[Message]:
-        """The next event within ``timeout`` seconds (None: until one comes), else None. Waits in
-        200 ms slices with the GIL released (Ctrl-C raises KeyboardInterrupt); Stopped after :meth:`stop`."""
+        """The next event within ``timeout`` seconds (None: until one comes), else None; Stopped after :meth:`stop`."""
         n = self._handle().next(-1 if timeout is None else max(0, int(timeout * 1000)))
         return Message(n, self) if n is not None else None
 
@@ -179,26 +252,12 @@ class Consumer:
     def stop(self) -> None:
         """Asks ``next``/``run``/iteration to return. Safe from any thread and from signal handlers."""
         self._stop_requested.set()
-        if self._native is not None:
-            self._native.stop()
+        super().stop()
 
     def reset(self) -> None:
         """Clears a stop request so the consumer can be used again."""
         self._stop_requested.clear()
-        self._handle().reset()
-
-    def close(self) -> None:
-        """Stops and disconnects; unacknowledged messages return to the queue. Idempotent."""
-        n, self._native = self._native, None
-        if n is not None:
-            n.stop()
-            n.close()
-
-    def __enter__(self) -> "Consumer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().reset()
 
     def __repr__(self) -> str:
         return f"<outbox.Consumer {self._name!r} {'closed' if self._native is None else 'open'}>"
@@ -226,23 +285,11 @@ class Consumer:
 
     def run(self, handler: Handler, conn: Any = None, *, limit: Optional[int] = None,
             idle_timeout: Optional[float] = None) -> int:
-        """Handles events with an exactly-once effect until :meth:`stop`, Ctrl-C, ``limit`` or
-        ``idle_timeout``: the library's loop (``outbox_loop_*``), the same in every language.
-
-        For each event, on ``conn``: BEGIN, the inbox row (an already processed event is acked without
-        calling the handler), ``handler(message, conn)``, COMMIT, then ack. A raising handler rolls back
-        and the event is redelivered, dead-lettered after ``consumer.delivery_limit`` attempts.
-
-        Args:
-            handler: ``handler(message, conn)``; its return value is ignored.
-            conn: a psycopg 3 / psycopg2 connection or SQLAlchemy ``Session``/``Connection`` (not in
-                a transaction), or an :class:`outbox.Db`; None: the loop's own connection from
-                ``pg.url`` (reopened after a loss), the handler getting an :class:`outbox.Db` view.
-            limit: return after this many events were handled; idle_timeout: after this many idle seconds.
-        Returns:
-            the number of events handled. KeyboardInterrupt on Ctrl-C (the event in progress is
-            redelivered); ConnectionLost when your connection broke.
-        """
+        """Handles events exactly once until :meth:`stop`, Ctrl-C, ``limit`` events or ``idle_timeout`` idle
+        seconds: the library's loop (``outbox_loop_*``). Per event, on ``conn`` (a driver's connection, an
+        :class:`outbox.Db`, or None: the loop's own, the handler getting a Db view): BEGIN, the inbox row,
+        ``handler(message, conn)``, COMMIT, ack; a raising handler rolls back and the event comes again,
+        dead-lettered after ``consumer.delivery_limit`` attempts. Returns the number handled."""
         return int(self._drive(handler, conn, limit, idle_timeout))
 
     async def run_async(self, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,
@@ -258,7 +305,6 @@ class Consumer:
         if db is not None:
             db._native()  # the library's own connection
         self._drive(handler, db, None, None, view=True)
-
 
 async def consume_async(consumer: Consumer, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,
                         idle_timeout: Optional[float] = None) -> int:
