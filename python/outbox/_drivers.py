@@ -47,15 +47,17 @@ async def _sleep_async(seconds: float, stopped: threading.Event) -> None:
 _ASYNC: Dict[Any, Any] = {block: _block_async, sleep: _sleep_async}
 
 async def _pump(steps: Steps, awaits: bool) -> Any:
-    send, arg = steps.send, None
+    ok = send = steps.send
+    arg = None
     while True:
         try:
             op = send(arg)
         except StopIteration as done:
             return done.value
         try:  # a call's exception goes into the steps, a KeyboardInterrupt or a cancellation too
-            arg = (_ASYNC.get(op[0], op[0]) if awaits else op[0])(*op[1:])
-            arg, send = (await arg) if awaits and inspect.isawaitable(arg) else arg, steps.send
+            arg, send = (_ASYNC.get(op[0], op[0]) if awaits else op[0])(*op[1:]), ok
+            if awaits and inspect.isawaitable(arg):
+                arg = await arg
         except BaseException as exc:
             arg, send = exc, steps.throw
 
@@ -197,8 +199,10 @@ class Psycopg(Driver):
         return bool(conn.autocommit)
 
     def run(self, conn: Any, sql: str, params: Any) -> Steps:
-        cur = yield (conn.execute, sql, params)  # rows came back? (cur.description would build Columns)
-        return (yield (cur.fetchone,)) if cur.pgresult is not None and cur.pgresult.ntuples else None
+        cur = yield (conn.execute, sql, params)
+        if cur.pgresult is None or not cur.pgresult.ntuples:  # no rows (cur.description would build Columns)
+            return None
+        return (yield (cur.fetchone,)) if self.asyncio else cur.fetchone()
 
     def commit(self, conn: Any, sql: str) -> Steps:
         yield (conn.commit,)
