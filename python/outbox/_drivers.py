@@ -193,7 +193,7 @@ class Psycopg(Driver):
     def state(self, conn: Any) -> int:
         if conn.closed:
             raise ConnectionLost(f"the {type(conn).__module__.split('.')[0]} connection is closed")
-        return int(conn.info.transaction_status)
+        return int((getattr(conn, "pgconn", None) or conn.info).transaction_status)  # psycopg's pgconn: no enum made
 
     def autocommit(self, conn: Any) -> bool:
         return bool(conn.autocommit)
@@ -277,7 +277,7 @@ def _match(conn: Any) -> Optional[Driver]:
 def driver_for(conn: Any, asyncio: bool = False) -> Driver:
     """The driver of a connection; ArgumentTypeError, saying what to use, for anything else."""
     t = type(conn)
-    drv = _BY_TYPE[t] if t in _BY_TYPE else _BY_TYPE.setdefault(t, _match(conn))
+    drv = _BY_TYPE.get(t) or _BY_TYPE.setdefault(t, _match(conn))
     if drv is not None and drv.asyncio == asyncio:
         return drv
     name = f"{t.__module__}.{t.__name__}"

@@ -98,9 +98,8 @@ def _json_default(o: Any) -> Any:
                             "(convert it first, e.g. str(decimal) or float(decimal), or pass JSON text)")
 
 # The C encoder made once (json.dumps makes one per call), else the pure one: the same text.
-_encode = (c_make_encoder and c_make_encoder(None, _json_default, encode_basestring, None, ":", ",", False, False,
-                                             True)) or json.JSONEncoder(separators=(",", ":"), ensure_ascii=False,
-                                                                        default=_json_default).iterencode
+_encode = (c_make_encoder(None, _json_default, encode_basestring, None, ":", ",", False, False, True) if c_make_encoder
+           else json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default).iterencode)
 
 def _json(field: str, value: Any) -> str:
     if isinstance(value, (bytes, bytearray, memoryview)):
