@@ -125,6 +125,11 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
         log(LogLevel::warn, std::to_string(round.in_flight.size()) + " message(s) not confirmed within " +
                                 std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
         drop_amqp();
+    } else if (round.st.nacked > 0) {
+        // RabbitMQ 3.10 nacks every publish of a channel that first reached a quorum queue while its
+        // leader was lost, for as long as the channel lives; a new channel reaches the new leader.
+        log(LogLevel::info, std::to_string(round.st.nacked) + " message(s) nacked; reopening the RabbitMQ connection");
+        drop_amqp();
     }
     return std::nullopt;
 }
