@@ -4,16 +4,14 @@
 N writes in one transaction of the documents' ProductCreated event (aggregate ids cycling over
 100, a dict payload serialised by the package), through:
 
-  driver outbox.write(conn, ...) on a psycopg[binary] connection: the library's rendered statement
-         through psycopg's own cursor (the general path). With the pure psycopg this path is
-         "lent" (its PGconn lent to the library), and "cursor" measures the driver path on it too
+  driver outbox.write(conn, ...) on the psycopg connection (binary, c or pure): the library's
+         write plan, its statement run through psycopg's own cursor
   text   the same with the payload given as JSON text (no json.dumps)
   insert the same event row inserted by a plain psycopg INSERT (json.dumps, a UUID, the columns),
          in the same transaction shape: the driver's own floor
   statement  the library's rendered statement (outbox.render_write) run by psycopg, no savepoint
          logic: what the statement itself (the event row and its aggregate's counter) costs
-  owned  db.write(...) on an outbox.Db the library opened (outbox_db_open): the native call that
-         lending a PGconn (pure psycopg) makes
+  owned  db.write(...) on an outbox.Db the library opened (outbox_db_open): one native call
   floor  the native call alone (pre-serialised fields, no Python layer): what the binding costs
   c      with --c-bin: the C reference (bench/write_c.c: outbox_event_new, 6 x outbox_event_set,
          outbox_write, outbox_event_free per event on an owned connection, BEGIN/COMMIT around
@@ -129,7 +127,7 @@ def main() -> int:
                                                  operation="POST", payload=payloads[i], metadata=METADATA, user=USER)
                         conn.execute(st.sql, st.params)
 
-            def lent() -> None:
+            def write() -> None:
                 with conn.transaction():
                     for i in range(n):
                         outbox.write(conn, config=cfg, aggregate_type="PRD", aggregate_id=str(i % 100),
@@ -150,29 +148,18 @@ def main() -> int:
             fields = [event_fields(None, dict(aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
                                               payload=payloads[i], metadata=METADATA, user=USER))
                       for i in range(n)]
-            native = db._handle()
+            native = db._conn  # the library's connection (outbox._native.Db)
 
             def floor() -> None:
                 native.exec("BEGIN")
                 for i in range(n):
-                    native.write(fields[i], None)
+                    native.write(fields[i])
                 native.exec("COMMIT")
 
-            driver = "lent" if psycopg.pq.__impl__ == "python" else "driver"
+            driver = "driver"
             # The driver path and its floor (insert) run back to back in each round.
-            paths = {driver: lent, "insert": insert, "text": text, "statement": statement, "owned": owned,
+            paths = {driver: write, "insert": insert, "text": text, "statement": statement, "owned": owned,
                      "floor": floor}
-            if driver == "lent":  # the pure psycopg: the driver path on the same connection too
-                from outbox import _drivers
-
-                def cursor() -> None:
-                    with conn.transaction():
-                        for i in range(n):
-                            _drivers.write(_drivers._PSYCOPG3, conn, event_fields(None, dict(
-                                aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
-                                payload=payloads[i], metadata=METADATA, user=USER)), cfg)
-
-                paths["cursor"] = cursor
             samples: dict = {k: [] for k in paths}
             cpu: dict = {k: [] for k in paths}
             if cref:
@@ -180,7 +167,7 @@ def main() -> int:
                 cref.round(n)  # warm-up, as each Python path gets below
             for fn in paths.values():
                 fn()
-            # Interleaved (c, lent, text, owned, floor, then reversed, ...) so background load hits all alike.
+            # Interleaved (c, driver, text, owned, floor, then reversed, ...) so background load hits all alike.
             for r in range(repeat):
                 if cref:
                     samples["c"].append(cref.round(n))

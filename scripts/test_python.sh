@@ -2,9 +2,9 @@
 # The Python package's suite: builds the distribution corewrite-outbox once
 # (scripts/build_python_dist.sh: the sdist, the wheel pip compiles from it, that wheel after auditwheel
 # repair) and installs it into two venvs in $OUTBOX_RUN_DIR: venv gets the wheel compiled from the
-# sdist (pure psycopg, psycopg2 from source: their connections are lent), venv-drivers the
-# self-contained repaired wheel (psycopg[binary], psycopg2-binary, SQLAlchemy, asyncpg, mypy: the
-# driver path). Then runs the pytest suites from outside the source tree, against real PostgreSQL and
+# sdist (pure psycopg, psycopg2 from source), venv-drivers the self-contained repaired wheel
+# (psycopg[binary], psycopg2-binary, SQLAlchemy, asyncpg, mypy). Every driver takes the one path:
+# the library's statements through the driver's cursor. Then runs the pytest suites from outside the source tree, against real PostgreSQL and
 # RabbitMQ (test_dist.py: the sdist, and the repaired wheel with the system libraries hidden).
 # Expects the services up and OUTBOX_PG_URL / OUTBOX_AMQP_URL exported (scripts/test.sh does both;
 # the local services' URLs are the defaults). Exits non-zero when a test fails or none ran.
@@ -30,8 +30,8 @@ py=$venv/bin/python
 pip_q() { "$py" -m pip install --disable-pip-version-check -q "$@"; }
 
 outbox_log "test dependencies"
-# .run/venv: the pure psycopg (it loads the system libpq) and psycopg2 built from source: their
-# connections are lent to the library (the optimisation), and the whole suite runs on them.
+# .run/venv: the pure psycopg (Python-level protocol) and psycopg2 built from source: the whole suite
+# runs on them.
 pip_q pytest "pytest-timeout>=2.1" "pytest-xdist>=3" "psycopg>=3.1" "asyncpg>=0.27" "pika>=1.3"
 pip_q --no-binary psycopg2 "psycopg2>=2.8"
 if "$py" -c 'import psycopg.pq as p, sys; sys.exit(p.__impl__ != "python")'; then :; else
@@ -53,8 +53,8 @@ dpy=$dvenv/bin/python
 # The distribution as a user gets it, built once (scripts/build_python_dist.sh): the sdist, the
 # wheel pip compiles from that sdist alone, and that wheel after auditwheel repair. venv runs on the
 # wheel compiled from the sdist (what `pip install corewrite_outbox-*.tar.gz` installs: it links the
-# system libpq, so the pure psycopg's connections are lent); venv-drivers on the self-contained wheel
-# (the README's first install line: it bundles its own libpq, so every driver takes the driver path).
+# system libpq); venv-drivers on the self-contained wheel (the README's first install line: it bundles
+# its own libpq).
 dist=${OUTBOX_PY_DIST:-$OUTBOX_RUN_DIR/dist}
 export OUTBOX_PY_DIST=$dist
 start=$SECONDS

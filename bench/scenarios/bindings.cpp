@@ -48,7 +48,7 @@ void scenario_bindings(Bench &b) {
          nullptr,
          {{"driver", "outbox.write(conn, ...) on a psycopg[binary] connection (driver cursor)"},
           {"insert", "a plain psycopg INSERT of the same row (the driver's floor)"},
-          {"owned", "db.write(...) on an outbox.Db (the native call a lent PGconn makes)"}}},
+          {"owned", "db.write(...) on an outbox.Db (one native call on the library's connection)"}}},
         {"Node",
          o.bindings_node_json,
          1.3,

@@ -21,8 +21,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -45,6 +43,16 @@ using namespace outbox_py; // NOLINT(google-build-using-namespace): the binding'
 namespace {
 
 // ----------------------------------------------------------------------------- Message
+
+// The envelope's fields (outbox_message_field names, outbox.h) by the Python attribute that holds
+// their text; exported as _native.ENVELOPE.
+constexpr std::pair<const char *, const char *> envelope_fields[] = {
+    {"id", "OUTBOX_ID"},          {"event_type", "EVENT_TYPE"},
+    {"aggregate_id", "AGGREGATE_ID"}, {"aggregate_type", "AGGREGATE_TYPE"},
+    {"operation", "OPERATION"},   {"payload_json", "PAYLOAD"},
+    {"previous_payload_json", "PREVIOUS_PAYLOAD"}, {"metadata_json", "METADATA"},
+    {"user", "USER"},             {"created_at", "CREATED_AT"},
+};
 
 class Message {
   public:
@@ -73,25 +81,17 @@ class Message {
     py::object property(const std::string &name) const {
         return opt_str(outbox_message_property(handle(), no_nul(name, "property name").c_str()));
     }
-    py::bytes body() const {
-        size_t n = 0;
-        const char *b = outbox_message_body(handle(), &n);
-        return py::bytes(b != nullptr ? b : "", n);
-    }
-    int64_t seq() const { return outbox_message_seq(handle()); }
-    bool redelivered() const { return outbox_message_redelivered(handle()) != 0; }
-    int64_t delivery_count() const { return outbox_message_delivery_count(handle()); }
-    int order() const { return static_cast<int>(outbox_message_order(handle())); }
-    int64_t previous_seq() const { return outbox_message_previous_seq(handle()); }
-    // Everything a Python Message reads, in one call (views die with their handler call).
+    // Everything a Python Message reads, in one call (views die with their handler call), keyed by
+    // the Python attribute names: the envelope's text fields (envelope_fields) and the delivery.
     py::dict snapshot() const {
         const outbox_message *m = handle();
         py::dict d;
-        for (const char *f : {"OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_ID", "AGGREGATE_TYPE", "OPERATION", "PAYLOAD",
-                              "PREVIOUS_PAYLOAD", "METADATA", "USER", "CREATED_AT"}) {
-            d[f] = opt_str(outbox_message_field(m, f));
+        for (const auto &[attr, field] : envelope_fields) {
+            d[attr] = opt_str(outbox_message_field(m, field));
         }
-        d["body"] = body();
+        size_t n = 0;
+        const char *b = outbox_message_body(m, &n);
+        d["body"] = py::bytes(b != nullptr ? b : "", n);
         d["seq"] = outbox_message_seq(m);
         d["redelivered"] = outbox_message_redelivered(m) != 0;
         d["delivery_count"] = outbox_message_delivery_count(m);
@@ -150,14 +150,6 @@ class Db {
         check(f);
         return std::make_unique<Db>(h, true);
     }
-    static std::unique_ptr<Db> wrap(uintptr_t pgconn, const Config *cfg) {
-        if (pgconn == 0) {
-            throw_error(OUTBOX_ERR_CONNECTION, "the connection is closed (no PGconn)");
-        }
-        outbox_db *h = nullptr;
-        check(failure(outbox_db_wrap(&h, reinterpret_cast<void *>(pgconn), cfg_of(cfg))));
-        return std::make_unique<Db>(h, false);
-    }
 
     void close() {
         if (view_) {
@@ -173,8 +165,6 @@ class Db {
         });
     }
     void invalidate() { h_ = nullptr; }
-    bool closed() const { return h_ == nullptr; }
-    bool owned() const { return owned_; }
     outbox_db *handle() const {
         if (h_ == nullptr) {
             throw_error(OUTBOX_ERR_INVALID_ARGUMENT,
@@ -204,24 +194,11 @@ class Db {
                      [&] { return failure(outbox_migrate(&version, h, static_cast<outbox_migrate_target>(target))); }));
         return version;
     }
-    // begin: SQL run first when the connection is idle (a driver's BEGIN), or None.
-    py::tuple write(const py::tuple &fields, const py::object &begin) {
+    py::tuple write(const py::tuple &fields) {
         outbox_db *h = handle();
         EventHandle ev;
         fill_event(ev.p, fields);
-        std::optional<std::string> begin_sql;
-        if (!begin.is_none()) {
-            begin_sql = cstr(begin, "begin statement");
-        }
-        check(locked(mu_, [&] {
-            if (begin_sql && outbox_db_tx_state(h) == OUTBOX_TX_IDLE) {
-                Failure f = failure(outbox_db_exec(h, begin_sql->c_str()));
-                if (f) {
-                    return f;
-                }
-            }
-            return failure(outbox_write(h, ev.p));
-        }));
+        check(locked(mu_, [&] { return failure(outbox_write(h, ev.p)); }));
         return written(ev.p);
     }
     py::tuple dedupe(const std::string &consumer, const std::string &event_id, const py::object &aggregate_type,
@@ -245,7 +222,6 @@ class Db {
         }));
         return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
     }
-    py::tuple dedupe_message(const Consumer &consumer, const Message &msg);
     int64_t purge_inbox(int64_t older_than_s, int batch) {
         outbox_db *h = handle();
         int64_t deleted = 0;
@@ -327,36 +303,6 @@ class Db {
     std::mutex mu_;
 };
 
-// The whole lend-and-write for a driver's PGconn in one call (the per-write hot path):
-// wrap, BEGIN when idle and the driver would have begun, write, release.
-py::tuple write_pgconn(uintptr_t pgconn, const Config *cfg, const py::tuple &fields, const py::object &begin) {
-    if (pgconn == 0) {
-        throw_error(OUTBOX_ERR_CONNECTION, "the connection is closed (no PGconn)");
-    }
-    EventHandle ev;
-    fill_event(ev.p, fields);
-    std::optional<std::string> begin_sql;
-    if (!begin.is_none()) {
-        begin_sql = cstr(begin, "begin statement");
-    }
-    const outbox_config *c = cfg_of(cfg);
-    Failure f;
-    {
-        py::gil_scoped_release nogil;
-        outbox_db *db = nullptr;
-        f = failure(outbox_db_wrap(&db, reinterpret_cast<void *>(pgconn), c));
-        if (!f && begin_sql && outbox_db_tx_state(db) == OUTBOX_TX_IDLE) {
-            f = failure(outbox_db_exec(db, begin_sql->c_str()));
-        }
-        if (!f) {
-            f = failure(outbox_write(db, ev.p));
-        }
-        outbox_db_close(db);
-    }
-    check(f);
-    return written(ev.p);
-}
-
 py::tuple render_write(const Config *cfg, const py::tuple &fields) {
     EventHandle ev;
     fill_event(ev.p, fields);
@@ -394,16 +340,6 @@ int status_for_sqlstate(const py::object &sqlstate) {
     }
     const std::string s = cstr(sqlstate, "sqlstate");
     return outbox_status_for_sqlstate(s.c_str());
-}
-
-// The name of the outbox's unique index on idempotency_key (outbox_idempotency_index): a unique
-// violation naming it is a reused idempotency key.
-std::string idempotency_index(const Config *cfg) {
-    char *out = nullptr;
-    check(failure(outbox_idempotency_index(&out, cfg_of(cfg))));
-    std::string name(out);
-    outbox_string_free(out);
-    return name;
 }
 
 // What a rendered dedupe statement's row means (outbox_dedupe_interpret): (first_time, order,
@@ -628,7 +564,6 @@ class Consumer {
         outbox_consumer *h = handle();
         check(locked(mu_, [&] { return failure(outbox_consumer_reset(h)); }));
     }
-    const outbox_consumer *raw() const { return handle(); }
     outbox_consumer *mut() const { return handle(); }
     std::mutex &mutex() { return mu_; }
 
@@ -715,9 +650,6 @@ class Loop {
     }
     int wait_ms() const { return outbox_loop_wait_ms(h_); }
     void waited() { check(failure(outbox_loop_waited(h_))); }
-    void opened(bool ok, const std::string &message) {
-        check(failure(outbox_loop_opened(h_, ok ? 1 : 0, message.c_str())));
-    }
     void abort(const std::string &reason) {
         release_views();
         check(failure(outbox_loop_abort(h_, reason.c_str())));
@@ -749,44 +681,6 @@ class Loop {
     outbox_loop *h_ = nullptr;
 };
 
-py::tuple Db::dedupe_message(const Consumer &consumer, const Message &msg) {
-    outbox_db *h = handle();
-    const outbox_consumer *c = consumer.raw();
-    const outbox_message *m = msg.handle();
-    outbox_dedupe_result r;
-    outbox_dedupe_result_init(&r);
-    check(locked(mu_, [&] { return failure(outbox_consumer_dedupe_message(&r, h, c, m)); }));
-    return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
-}
-
-// ----------------------------------------------------------------------------- libpq identity
-
-// The address of PQlibVersion in the libpq this module uses. Two libpq copies in one process
-// have different addresses; a PGconn* is only meaningful to the copy that made it.
-uintptr_t libpq_address() {
-    return reinterpret_cast<uintptr_t>(&PQlibVersion);
-}
-
-// The address of PQlibVersion as seen from an already loaded shared object (a driver's
-// extension module): dlsym on its handle searches it and its dependencies. 0 when not loaded.
-uintptr_t libpq_address_in(const std::string &path) {
-    void *h = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-    if (h == nullptr) {
-        return 0;
-    }
-    void *sym = dlsym(h, "PQlibVersion");
-    dlclose(h);
-    return reinterpret_cast<uintptr_t>(sym);
-}
-
-// The file a code address belongs to (for error messages).
-std::string library_path(uintptr_t address) {
-    Dl_info info{};
-    if (address != 0 && dladdr(reinterpret_cast<void *>(address), &info) != 0 && info.dli_fname != nullptr) {
-        return info.dli_fname;
-    }
-    return "";
-}
 
 } // namespace
 
@@ -803,7 +697,6 @@ PYBIND11_MODULE(_native, m) {
              {"LOOP_EXEC", OUTBOX_LOOP_EXEC},
              {"LOOP_HANDLE", OUTBOX_LOOP_HANDLE},
              {"LOOP_WAIT", OUTBOX_LOOP_WAIT},
-             {"LOOP_OPEN", OUTBOX_LOOP_OPEN},
              {"LOOP_DONE", OUTBOX_LOOP_DONE},
              {"LOOP_SQL_BEGIN", OUTBOX_LOOP_SQL_BEGIN},
              {"LOOP_SQL_DEDUPE", OUTBOX_LOOP_SQL_DEDUPE},
@@ -811,14 +704,8 @@ PYBIND11_MODULE(_native, m) {
              {"LOOP_SQL_ROLLBACK", OUTBOX_LOOP_SQL_ROLLBACK},
              {"LOOP_LIBRARY", OUTBOX_LOOP_LIBRARY},
              {"LOOP_DRIVER_LENT", OUTBOX_LOOP_DRIVER_LENT},
-             {"LOOP_DRIVER_OWNED", OUTBOX_LOOP_DRIVER_OWNED},
              {"HANDLER_OK", OUTBOX_HANDLER_OK},
              {"HANDLER_FAILED", OUTBOX_HANDLER_FAILED},
-             {"WRITE_SAVEPOINT", OUTBOX_WRITE_SAVEPOINT},
-             {"WRITE_INSERT", OUTBOX_WRITE_INSERT},
-             {"WRITE_RELEASE", OUTBOX_WRITE_RELEASE},
-             {"WRITE_ROLLBACK_TO", OUTBOX_WRITE_ROLLBACK_TO},
-             {"WRITE_LOOKUP", OUTBOX_WRITE_LOOKUP},
              {"TX_IDLE", OUTBOX_TX_IDLE},
              {"TX_ACTIVE", OUTBOX_TX_ACTIVE},
              {"TX_INTRANS", OUTBOX_TX_INTRANS},
@@ -831,6 +718,9 @@ PYBIND11_MODULE(_native, m) {
              {"MIGRATE_ALL", OUTBOX_MIGRATE_ALL},
              {"MIGRATE_OUTBOX", OUTBOX_MIGRATE_OUTBOX},
              {"MIGRATE_INBOX", OUTBOX_MIGRATE_INBOX},
+             {"FIELD_TEXT", OUTBOX_FIELD_TEXT},
+             {"FIELD_JSON", OUTBOX_FIELD_JSON},
+             {"FIELD_FLAG", OUTBOX_FIELD_FLAG},
          }) {
         m.attr(name) = value;
     }
@@ -839,6 +729,13 @@ PYBIND11_MODULE(_native, m) {
         statuses[py::str(outbox_status_name(static_cast<outbox_status>(st)))] = st;
     }
     m.attr("STATUS") = statuses;
+    py::dict envelope; // attribute -> envelope field name
+    for (const auto &[attr, field] : envelope_fields) {
+        envelope[attr] = field;
+    }
+    m.attr("ENVELOPE") = envelope;
+    // The transaction statements of outbox_loop_sql (outbox.h), for Db.begin/commit/rollback.
+    m.attr("TX_SQL") = py::dict("begin"_a = "BEGIN", "commit"_a = "COMMIT", "rollback"_a = "ROLLBACK");
     m.def("_set_error_classes", [](py::dict classes) {
         error_classes().clear();
         for (auto item : classes) {
@@ -853,9 +750,6 @@ PYBIND11_MODULE(_native, m) {
         return py::tuple(out);
     });
     m.def("libpq_version", &PQlibVersion);
-    m.def("libpq_address", &libpq_address);
-    m.def("libpq_address_in", &libpq_address_in, "path"_a);
-    m.def("library_path", &library_path, "address"_a);
 
     py::class_<Config>(m, "Config")
         .def(py::init<>())
@@ -869,37 +763,25 @@ PYBIND11_MODULE(_native, m) {
         .def_property_readonly("closed", &Message::closed)
         .def("field", &Message::field, "name"_a)
         .def("property", &Message::property, "name"_a)
-        .def("body", &Message::body)
-        .def("seq", &Message::seq)
-        .def("redelivered", &Message::redelivered)
-        .def("delivery_count", &Message::delivery_count)
-        .def("order", &Message::order)
-        .def("previous_seq", &Message::previous_seq)
         .def("snapshot", &Message::snapshot);
 
     py::class_<Db>(m, "Db")
         .def_static("open", &Db::open, "conninfo"_a, "config"_a = nullptr)
         .def_static("open_config", &Db::open_config, "config"_a)
-        .def_static("wrap", &Db::wrap, "pgconn"_a, "config"_a = nullptr)
         .def("close", &Db::close)
-        .def_property_readonly("closed", &Db::closed)
-        .def_property_readonly("owned", &Db::owned)
         .def("pgconn", &Db::pgconn)
         .def("exec", &Db::exec, "sql"_a)
         .def("tx_state", &Db::tx_state)
         .def("migrate", &Db::migrate, "target"_a)
-        .def("write", &Db::write, "fields"_a, "begin"_a = py::none())
+        .def("write", &Db::write, "fields"_a)
         .def("dedupe", &Db::dedupe, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a)
-        .def("dedupe_message", &Db::dedupe_message, "consumer"_a, "message"_a)
         .def("purge_inbox", &Db::purge_inbox, "older_than_s"_a, "batch"_a)
         .def("execute", &Db::execute, "sql"_a, "params"_a);
 
-    m.def("write_pgconn", &write_pgconn, "pgconn"_a, "config"_a, "fields"_a, "begin"_a);
     m.def("render_write", &render_write, "config"_a, "fields"_a);
     m.def("render_dedupe", &render_dedupe, "config"_a, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a,
           "seq"_a);
     m.def("status_for_sqlstate", &status_for_sqlstate, "sqlstate"_a);
-    m.def("idempotency_index", &idempotency_index, "config"_a = nullptr);
     m.def("dedupe_interpret", &dedupe_interpret, "config"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a,
           "first_time"_a, "previous_seq"_a);
 
@@ -937,7 +819,6 @@ PYBIND11_MODULE(_native, m) {
         .def("handler_done", &Loop::handler_done, "result"_a, "reason"_a)
         .def("wait_ms", &Loop::wait_ms)
         .def("waited", &Loop::waited)
-        .def("opened", &Loop::opened, "ok"_a, "message"_a)
         .def("abort", &Loop::abort, "reason"_a)
         .def("result", &Loop::result);
 }

@@ -35,8 +35,7 @@ class OrderService:
         self.orders = f'"{config["outbox.schema"]}".orders'
 
     def ensure_schema(self, url: str) -> None:
-        # The tables, idempotently, on a connection of the library's own (a psycopg[binary]
-        # connection bundles another libpq, so it cannot be lent to the migration).
+        # The tables, idempotently, on a connection of the library's own (migrate takes a URL).
         outbox.migrate(url, config=self.config)
         with self.conn.transaction():
             self.conn.execute(

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
 
-from ._errors import ArgumentTypeError
 from . import _native
-
-__all__ = ["Config", "ConfigLike", "config_keys"]
-
+from ._errors import ArgumentTypeError
 
 def _text(key: str, value: Any) -> str:
     if isinstance(value, bool):
@@ -19,73 +16,50 @@ def _text(key: str, value: Any) -> str:
         return ",".join(f"{k}={v}" for k, v in value.items())
     raise ArgumentTypeError(f"configuration value for {key!r} must be a str, int, float or bool, not {type(value).__name__}")
 
-
 class Config(MutableMapping[str, str]):
-    """Options by key, validated as they are set, e.g.::
-
-        cfg = outbox.Config({"outbox.schema": "shop", "event.type_map": {"PRD": "Product"}})
-        cfg["relay.batch_size"] = 200
-
-    Values may be str, int, float or bool (``True`` -> ``"true"``); ``event.type_map`` also takes
-    a dict. An unknown key raises :class:`outbox.UnknownKey`, a bad value
-    :class:`outbox.InvalidArgument`, and the configuration is left unchanged. Reading a key gives
-    its current value (URLs with passwords read back as ``"***"``). ``outbox.config_keys()``
-    lists every key with its help text.
-
-    Every function and class that takes ``config=`` accepts a ``Config``, a plain mapping, or None
-    (the defaults); handles copy the configuration when they are made.
-    """
-
-    __slots__ = ("_values", "_native", "_env", "_derived")
+    """The library's options by key (``outbox.config_keys()``), validated as they are set (UnknownKey,
+    InvalidArgument): str, int, float or bool values, a dict for ``event.type_map``. Reading gives the
+    current value (secrets as ``"***"``); iterating, the keys set here. ``config=`` takes a Config, a
+    mapping or None (the defaults): ``outbox.Config({"outbox.schema": "shop"})``."""
+    __slots__ = ("_values", "native", "_env", "_derived")
 
     def __init__(self, options: Optional[Mapping[str, Any]] = None, /, **_: Any) -> None:
         if _:
             raise ArgumentTypeError("Config() takes a mapping of dotted keys, e.g. Config({'outbox.schema': 'shop'})")
         self._values: Dict[str, str] = {}
-        self._native = _native.Config()
+        self.native = _native.Config()  #: the library's configuration handle
         self._env = False
-        #: What the driver paths derive from this configuration (outbox._drivers), dropped on a change.
-        self._derived: Dict[str, Any] = {}
-        if options:
-            for k, v in options.items():
-                self[k] = v
+        self._derived: Dict[str, _native.Config] = {}  # by placeholder style (native_config), dropped on a change
+        for k, v in (options or {}).items():
+            self[k] = v
 
     def __setitem__(self, key: str, value: Any) -> None:
         text = _text(key, value)
-        self._native.set(key, text)
+        self.native.set(key, text)
         self._values[key] = text
         self._derived.clear()
 
     def __getitem__(self, key: str) -> str:
-        return str(self._native.get(key))
+        return str(self.native.get(key))
 
     def __delitem__(self, key: str) -> None:
-        # Back to the default: rebuild from the remaining values.
-        if key not in self._values:
-            raise KeyError(key)
-        del self._values[key]
-        native = _native.Config()
-        for k, v in self._values.items():
-            native.set(k, v)
-        if self._env:
-            native.from_env(False)
-        self._native = native
+        del self._values[key]  # back to the default: rebuilt from the remaining values
+        self.native = Config(self._values).native
         self._derived.clear()
+        if self._env:
+            self.native.from_env(False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
 
     def __iter__(self) -> Iterator[str]:
-        """Iterates over the keys that were set (not the defaults; see ``outbox.config_keys()``)."""
         return iter(self._values)
 
     def __len__(self) -> int:
         return len(self._values)
 
-    def __repr__(self) -> str:
-        # Which keys are secret is core's rule: the native configuration reads them back as "***".
-        shown = {k: str(self._native.get(k)) for k in self._values}
-        return f"outbox.Config({shown!r})"
+    def __repr__(self) -> str:  # which keys are secret is core's rule: they read back as "***"
+        return f"outbox.Config({ {k: str(self.native.get(k)) for k in self._values}!r})"
 
     def copy(self) -> "Config":
         c = Config(self._values)
@@ -94,19 +68,14 @@ class Config(MutableMapping[str, str]):
         return c
 
     def apply_env(self) -> None:
-        """Fills pg.url / amqp.url not set here from OUTBOX_PG_URL / OUTBOX_AMQP_URL (the
-        library's rule, outbox_config_from_env); later copies do the same."""
-        self._native.from_env(False)
+        """Fills pg.url / amqp.url not set here from OUTBOX_PG_URL / OUTBOX_AMQP_URL
+        (``outbox_config_from_env``); copies do the same."""
+        self.native.from_env(False)
         self._env = True
         self._derived.clear()
 
-    @property
-    def native(self) -> "_native.Config":
-        return self._native
-
-
 ConfigLike = Union[Config, Mapping[str, Any], None]
-
+_DEFAULTS = Config()
 
 def as_config(config: ConfigLike) -> Optional[Config]:
     if config is None or isinstance(config, Config):
@@ -115,25 +84,30 @@ def as_config(config: ConfigLike) -> Optional[Config]:
         return Config(config)
     raise ArgumentTypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
 
-
-def native_config(config: ConfigLike) -> Optional["_native.Config"]:
+def native_config(config: ConfigLike, placeholders: Optional[str] = None) -> Optional["_native.Config"]:
+    """The native configuration, with ``render.placeholders`` set to ``placeholders`` when given
+    (derived once per configuration and style)."""
     c = as_config(config)
-    return c.native if c is not None else None
+    if placeholders is None:
+        return c.native if c is not None else None
+    c = c if c is not None else _DEFAULTS
+    n = c._derived.get(placeholders)
+    if n is None:
+        d = c.copy()
+        d["render.placeholders"] = placeholders
+        n = c._derived[placeholders] = d.native
+    return n
 
-
-def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str], *, need_pg: bool, need_amqp: bool) -> Config:
-    """A copy of `config` with pg.url / amqp.url from the arguments, else the configuration,
+def with_urls(config: ConfigLike, pg_url: Optional[str], amqp_url: Optional[str]) -> Config:
+    """A copy of ``config`` with pg.url / amqp.url from the arguments, else the configuration,
     else OUTBOX_PG_URL / OUTBOX_AMQP_URL."""
     c = as_config(config)
     c = c.copy() if c is not None else Config()
-    if pg_url:
-        c["pg.url"] = pg_url
-    if amqp_url:
-        c["amqp.url"] = amqp_url
-    if need_pg or need_amqp:
-        c.apply_env()
+    for key, url in (("pg.url", pg_url), ("amqp.url", amqp_url)):
+        if url:
+            c[key] = url
+    c.apply_env()
     return c
-
 
 def config_keys() -> List[Tuple[str, str]]:
     """Every configuration key the library knows, with its help text (defaults included)."""

@@ -193,10 +193,12 @@ def test_placeholder_styles():
         outbox.render_write(placeholders="colon", **e)
 
 
-def test_lent_connection_stays_the_callers(admin, schema, cfg):
+def test_wrapped_connection_stays_the_callers(admin, schema, cfg):
     with psycopg.connect(PG_URL) as conn:
         db = outbox.Db.wrap(conn, config=cfg)
-        assert not db.owned and db.pgconn == conn.pgconn.pgconn_ptr
+        assert not db.owned
+        with pytest.raises(outbox.InvalidArgument, match="outbox.Db of its own"):
+            db.pgconn  # nothing is lent: the library's statements run through the driver
         db.write(**event())
         db.close()  # releases the handle only
         assert not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS

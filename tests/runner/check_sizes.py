@@ -8,11 +8,13 @@
 - No function of the faces, python/outbox/*.py and node/lib/*.js, is over 40 lines (Python: from
   `def` to its last line, less its docstring; JavaScript: from a function's or method's first line
   to its closing brace at the same indent).
+- A face is thin (issue 29): the files of each folder of FACE_TOTALS together (blank lines, comments,
+  docstrings and type stubs included, as `wc -l` counts them) are at most its number of lines.
 - No source file outside tests/ is over 1,000 lines, but for the one public header
   capi/include/outbox.h (DESIGN.md: one header, the C ABI): declarations and their documentation,
   whose size follows the API's; every function in it is checked for its doc comment instead
   (tests/abi/check_docs.py).
-Exit 0 when both hold; otherwise each offender is printed and the exit status is 1."""
+Exit 0 when all hold; otherwise each offender is printed and the exit status is 1."""
 import argparse
 import ast
 import os
@@ -23,6 +25,9 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SOURCE = (".c", ".cc", ".cpp", ".h", ".hpp", ".py", ".js", ".ts", ".sh", ".php")
 PUBLIC_HEADERS = {"capi/include/outbox.h"}
+FACE_TOTALS = {  # a face's folder: the most lines its tracked files may have together
+    "python/outbox": 1500,
+}
 NOT_A_FUNCTION = re.compile(r"^(namespace|struct|class|enum|union|extern|typedef|using|template|#|//|/\*|\*)")
 
 
@@ -107,6 +112,12 @@ def main(argv):
         for line, n, sig in check(f, args.face_function_limit):
             print(f"sizes: {f}:{line}: a function of {n} lines (limit {args.face_function_limit}): {sig}")
             problems += 1
+    for folder, limit in FACE_TOTALS.items():
+        n = sum(open(os.path.join(ROOT, f), "rb").read().count(b"\n") for f in files
+                if os.path.dirname(f) == folder and os.path.isfile(os.path.join(ROOT, f)))
+        if n > limit:
+            print(f"sizes: {folder}/*: {n} lines together (limit {limit})")
+            problems += 1
     sources = [f for f in files if f.endswith(SOURCE) and not f.startswith("tests/") and "node_modules/" not in f
                and f not in PUBLIC_HEADERS]
     for f in sources:
@@ -116,6 +127,7 @@ def main(argv):
             problems += 1
     print(f"sizes: {functions} files of core/, capi/, cli/ read for functions over {args.function_limit} lines, "
           f"{len(faces)} of python/outbox and node/lib for functions over {args.face_function_limit}, "
+          f"{len(FACE_TOTALS)} face folder(s) for their total, "
           f"{len(sources)} source files outside tests/ for files over {args.file_limit}: {problems} over")
     return 1 if problems else 0
 
