@@ -172,7 +172,6 @@ export class Outbox {
 /** A PostgreSQL connection the library opened. Calls run one at a time, off the main thread. */
 export class Database {
   private constructor();
-  readonly closed: boolean;
   /** SQL without parameters or results: BEGIN, COMMIT, ROLLBACK, DDL. */
   exec(sql: string): Promise<void>;
   /** Writes the event in the connection's current transaction. */
@@ -246,9 +245,8 @@ export class Message {
   readonly body: Buffer;
   order: Order;
   previousSeq: number;
+  /** PAYLOAD parsed */
   readonly payload: any;
-  readonly previousPayload: any;
-  readonly metadata: any;
   /** The body parsed: the documents' envelope. */
   readonly envelope: {
     OUTBOX_ID: string;
@@ -262,7 +260,6 @@ export class Message {
     USER: string | null;
     CREATED_AT: string;
   };
-  readonly settled: boolean;
   field(name: string): string | null;
   property(name: string): string | null;
   ack(): Promise<void>;

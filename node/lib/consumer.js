@@ -1,68 +1,32 @@
 'use strict';
 // Consumer: a durable queue of one's own on the exchange (outbox_consumer_*), as
 //   - an async iterator of Messages (ack/nack/deadLetter them yourself), or
-//   - consume(handler): for each event BEGIN on a node-postgres client, record it in the inbox
-//     (the library's dedupe statement, on that client), run handler(message, client) the first
-//     time only, COMMIT, then ack; a failing handler rolls back and the message is redelivered,
-//     until consumer.delivery_limit attempts, then dead-lettered with the error text.
+//   - consume(handler): the library's consumer loop (outbox_loop_*) on a node-postgres client: for
+//     each event BEGIN, the inbox row, handler(message, client) the first time only, COMMIT, ack;
+//     a failing handler rolls back and the message is redelivered, until consumer.delivery_limit
+//     attempts, then dead-lettered with the error text.
 const native = require('./native');
-const { Serial } = require('./serial');
+const { Handle } = require('./handle');
+const { Database } = require('./database');
 const { makeConfig, loggerOf } = require('./config');
 const { dedupeOn } = require('./pg');
 const { outboxError, typeError } = require('./errors');
-const { ORDERS } = require('./constants');
 
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
-
-const L = native.loop; // the loop's actions and kinds, from outbox.h
-
-function reasonOf(err) {
-  return err && err.message ? err.message : String(err);
-}
-
-function parseJson(text) {
-  return text === null ? null : JSON.parse(text);
-}
+const L = native.loop; // the loop's actions and statements, from outbox.h
+const reasonOf = (err) => (err && err.message ? err.message : String(err));
 
 class Message {
-  /** @private made by Consumer */
+  /** @private made by Consumer: the event's fields, seq, delivery and body (outbox_message_*) */
   constructor(consumer, handle) {
+    Object.assign(this, native.message_info(handle));
     this._consumer = consumer;
     this._h = handle;
     this._settled = false;
-    const f = (name) => native.message_field(handle, name);
-    this.id = f('OUTBOX_ID');
-    this.eventType = f('EVENT_TYPE');
-    this.aggregateType = f('AGGREGATE_TYPE');
-    this.aggregateId = f('AGGREGATE_ID');
-    this.operation = f('OPERATION');
-    this.user = f('USER');
-    this.createdAt = f('CREATED_AT');
-    /** exact JSON text of PAYLOAD / PREVIOUS_PAYLOAD / METADATA (null when absent) */
-    this.payloadText = f('PAYLOAD');
-    this.previousPayloadText = f('PREVIOUS_PAYLOAD');
-    this.metadataText = f('METADATA');
-    this.seq = native.message_seq(handle);
-    this.redelivered = native.message_redelivered(handle);
-    this.deliveryCount = native.message_delivery_count(handle);
-    this.routingKey = native.message_property(handle, 'routing_key');
-    /** the raw body, as the relay published it */
-    this.body = native.message_body(handle);
-    /** set by dedupe: 'UNCHECKED' | 'IN_ORDER' | 'STALE' | 'GAP', and the aggregate's previous seq */
-    this.order = ORDERS[native.message_order(handle)];
-    this.previousSeq = native.message_previous_seq(handle);
   }
 
   get payload() {
-    return parseJson(this.payloadText);
-  }
-
-  get previousPayload() {
-    return parseJson(this.previousPayloadText);
-  }
-
-  get metadata() {
-    return parseJson(this.metadataText);
+    return this.payloadText === null ? null : JSON.parse(this.payloadText);
   }
 
   /** The body parsed: the documents' envelope ({ OUTBOX_ID, EVENT_TYPE, AGGREGATE_ID, PAYLOAD, ... }). */
@@ -80,13 +44,9 @@ class Message {
     return native.message_property(this._h, name);
   }
 
-  get settled() {
-    return this._settled;
-  }
-
   /** Acknowledge (after your transaction committed). */
   ack() {
-    return this._consumer._settle(this, (c, m) => native.consumer_ack(c, m));
+    return this._consumer._settle(this, native.consumer_ack);
   }
 
   /** Negative acknowledgement; requeue (default) redelivers it. */
@@ -96,18 +56,13 @@ class Message {
 
   /** To the dead-letter queue with `reason` in header x-outbox-dead-reason, then acked. */
   deadLetter(reason) {
-    if (typeof reason !== 'string') return Promise.reject(typeError('reason must be a string'));
     return this._consumer._settle(this, (c, m) => native.consumer_dead_letter(c, m, reason));
   }
 
-  /**
-   * Records this event in the consumer's inbox in the current transaction of `target`: a
-   * node-postgres client (the rendered statement) or a Database (outbox_consumer_dedupe_message).
-   */
+  /** Records this event in the consumer's inbox in the current transaction of `target`: a node-postgres client or a Database. */
   async dedupe(target) {
     const r = await this._consumer.dedupe(target, this);
-    this.order = r.order;
-    this.previousSeq = r.previousSeq;
+    [this.order, this.previousSeq] = [r.order, r.previousSeq];
     return r;
   }
 }
@@ -117,29 +72,23 @@ class Message {
 // went; what that means (a lost connection, the handler's failure) is the library's to judge.
 class LoopClient {
   constructor(consumer, lent, pool) {
-    this._consumer = consumer;
-    this._lent = lent;
-    this._pool = pool;
-    this.client = lent || null;
+    Object.assign(this, { consumer, lent, pool, client: lent || null });
   }
 
   async exec(loop) {
-    const st = native.loop_statement(loop);
+    const query = native.loop_statement(loop); // and its kind
     try {
-      if (!this.client && this._pool) this.client = await this._pool.connect();
-      const res = await this.client.query(st.kind === L.SQL_DEDUPE ? { text: st.sql, values: st.params,
-        rowMode: 'array' } : st.sql);
-      native.loop_exec_done(loop, st.kind === L.SQL_DEDUPE && res.rows.length ? res.rows[0] : null);
-      if (st.kind === L.SQL_COMMIT || st.kind === L.SQL_ROLLBACK) this._release();
+      if (!this.client && this.pool) this.client = await this.pool.connect();
+      native.loop_exec_done(loop, (await this.client.query(query)).rows[0]);
+      if (query.kind === L.SQL_COMMIT || query.kind === L.SQL_ROLLBACK) this.release();
     } catch (e) {
-      const sqlstate = typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : null;
-      native.loop_exec_failed(loop, sqlstate, reasonOf(e), false);
-      if (st.kind === L.SQL_ROLLBACK) this._release(e);
+      native.loop_exec_failed(loop, e);
+      if (query.kind === L.SQL_ROLLBACK) this.release(e);
     }
   }
 
-  _release(err) {
-    if (this._pool && this.client) {
+  release(err) {
+    if (this.pool && this.client) {
       this.client.release(err);
       this.client = null;
     }
@@ -147,35 +96,33 @@ class LoopClient {
 
   // The loop asks for a connection (at the start, and after one was lost).
   async open(loop) {
-    if (this._pool) {
-      this._release(new Error('connection lost'));
-      native.loop_opened(loop, true, '');
-      return;
+    if (this.pool) {
+      this.release(new Error('connection lost'));
+      return native.loop_opened(loop, true, '');
     }
     await this.close();
-    const pg = require('pg');
-    const c = new pg.Client({ connectionString: this._consumer._options['pg.url'] });
-    c.on('error', (e) => this._consumer._logAt('warn', `consumer ${this._consumer.name}: PostgreSQL: ${e.message}`));
+    const { name, _options: options, _log: log } = this.consumer;
+    const c = new (require('pg').Client)({ connectionString: options['pg.url'] });
+    c.on('error', (e) => log && log('warn', `consumer ${name}: PostgreSQL: ${e.message}`));
     try {
       await c.connect();
     } catch (e) {
-      native.loop_opened(loop, false, reasonOf(e));
-      return;
+      return native.loop_opened(loop, false, reasonOf(e));
     }
     this.client = c;
-    native.loop_opened(loop, true, '');
+    return native.loop_opened(loop, true, '');
   }
 
   async close() {
-    if (this._lent) return;
-    const c = this.client;
+    const c = this.lent ? null : this.client;
+    if (!c) return;
     this.client = null;
-    if (c && this._pool) c.release();
-    else if (c) await c.end().catch(() => {});
+    if (this.pool) c.release();
+    else await c.end().catch(() => {});
   }
 }
 
-class Consumer {
+class Consumer extends Handle {
   /**
    * @param {string} name the consumer's name (its queue unless consumer.queue is set)
    * @param {Record<string, string|number|boolean|Function>} options configuration keys (needs
@@ -183,32 +130,16 @@ class Consumer {
    */
   constructor(name, options) {
     if (typeof name !== 'string') throw typeError('consumer name must be a string');
-    this._options = { ...(options || {}) };
-    const cfg = makeConfig(this._options);
-    try {
-      this._h = native.consumer_new(cfg, name);
-      this.queue = native.config_get(cfg, 'consumer.queue') || name;
-    } finally {
-      native.config_free(cfg);
-    }
-    this.name = name;
-    this._cfg = makeConfig(this._options); // renders the dedupe statement (freed by its finalizer)
-    this._log = loggerOf(this._options);
-    if (this._log) native.consumer_set_logger(this._h, this._log);
-    this._q = new Serial();
+    const opts = { ...(options || {}) };
+    const cfg = makeConfig(opts); // kept: it renders the dedupe statement
+    const log = loggerOf(opts);
+    super(native.consumer_new(cfg, name), native.consumer_free, ['INVALID_ARGUMENT', 'the consumer is closed']);
+    Object.assign(this, { name, queue: native.config_get(cfg, 'consumer.queue') || name, _options: opts, _cfg: cfg });
+    this._log = log;
+    if (log) native.consumer_set_logger(this._h, log);
     this._stopping = false;
     this._needsReset = false;
-    this._wake = null; // resolves a backoff sleep early on stop()
-    this._closing = null;
-  }
-
-  _op(fn) {
-    if (this._closing !== null) return Promise.reject(outboxError('INVALID_ARGUMENT', 'the consumer is closed'));
-    return this._q.run(() => fn(this._h));
-  }
-
-  _logAt(level, message) {
-    if (this._log) this._log(['debug', 'info', 'warn', 'error'].indexOf(level), message);
+    this._wake = null; // ends a backoff wait early on stop()
   }
 
   // A new iteration or consume() after a stop(): clear the stop request first.
@@ -216,13 +147,13 @@ class Consumer {
     this._stopping = false;
     if (this._needsReset) {
       this._needsReset = false;
-      this._op((h) => native.consumer_reset(h)).catch(() => {});
+      this._op(native.consumer_reset).catch(() => {});
     }
   }
 
   /** Declares the topology and starts consuming (otherwise the first next() does). */
   connect() {
-    return this._op((h) => native.consumer_connect(h));
+    return this._op(native.consumer_connect);
   }
 
   /**
@@ -230,14 +161,10 @@ class Consumer {
    * stop(). Messages that are not events are dead-lettered by the library and skipped.
    */
   next(timeoutMs = 1000) {
-    return this._op(async (h) => {
-      try {
-        return new Message(this, await native.consumer_next(h, timeoutMs));
-      } catch (e) {
-        if (e.code === 'TIMEOUT') return null;
-        throw e;
-      }
-    });
+    return this._op((h) => native.consumer_next(h, timeoutMs).then((m) => new Message(this, m), (e) => {
+      if (e.code === 'TIMEOUT') return null;
+      throw e;
+    }));
   }
 
   /** Events until stop() (or close()). */
@@ -261,46 +188,21 @@ class Consumer {
     }
     if (msg._settled) return Promise.reject(outboxError('INVALID_ARGUMENT', 'the message was already settled'));
     msg._settled = true;
-    return this._op(async (h) => {
-      try {
-        return await fn(h, msg._h);
-      } catch (e) {
-        msg._settled = false;
-        throw e;
-      }
+    return this._op((h) => fn(h, msg._h)).catch((e) => {
+      msg._settled = false;
+      throw e;
     });
   }
 
-  /** Dedupe `msg` on a node-postgres client (rendered statement) or a Database. */
+  /** Dedupe `msg` on a node-postgres client (rendered statement) or a Database (outbox_consumer_dedupe_message). */
   async dedupe(target, msg) {
     if (!(msg instanceof Message)) throw typeError('expected a Message');
-    const { Database } = require('./database');
     if (target instanceof Database) {
-      const { dedupeResult } = require('./constants');
-      return target._op((dbh) => this._op(async (ch) => dedupeResult(
-        await native.consumer_dedupe_message(dbh, ch, msg._h))));
+      return target._op((dbh) => this._op((h) => native.consumer_dedupe_message(dbh, h, msg._h)));
     }
-    return dedupeOn(this._cfg, target, {
-      consumer: this.name,
-      eventId: msg.id,
-      aggregateType: msg.aggregateType,
-      aggregateId: msg.aggregateId,
-      seq: msg.seq,
-    }, this._options.preparedStatements !== false);
-  }
-
-  _sleep(ms) {
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this._wake = null;
-        resolve();
-      }, ms);
-      this._wake = () => {
-        clearTimeout(t);
-        this._wake = null;
-        resolve();
-      };
-    });
+    const { id: eventId, aggregateType, aggregateId, seq } = msg;
+    return dedupeOn(this._cfg, target, { consumer: this.name, eventId, aggregateType, aggregateId, seq },
+      this._options.preparedStatements !== false);
   }
 
   /**
@@ -343,59 +245,36 @@ class Consumer {
 
   // Runs the library's loop to its end: each action it asks for, reported back.
   async _drive(loop, db, handler) {
-    for (;;) {
-      switch (native.loop_next(loop)) {
-        case L.BLOCK:
-          await this._op((h) => native.loop_block(loop, h));
-          break;
-        case L.EXEC:
-          await db.exec(loop);
-          break;
-        case L.HANDLE:
-          await this._callHandler(loop, db, handler);
-          break;
-        case L.WAIT:
-          await this._sleep(native.loop_wait_ms(loop));
-          native.loop_waited(loop);
-          break;
-        case L.OPEN:
-          await db.open(loop);
-          break;
-        default:
-          native.loop_result(loop);
-          return;
+    for (let action; (action = native.loop_next(loop)) !== L.DONE;) {
+      if (action === L.BLOCK) await this._op((h) => native.loop_block(loop, h));
+      else if (action === L.EXEC) await db.exec(loop);
+      else if (action === L.OPEN) await db.open(loop);
+      else if (action === L.WAIT) {
+        await new Promise((resolve) => {
+          const t = setTimeout(resolve, native.loop_wait_ms(loop));
+          this._wake = () => resolve(clearTimeout(t));
+        });
+        this._wake = null;
+        native.loop_waited(loop);
+      } else {
+        try {
+          await handler(new Message(this, native.loop_message(loop)), db.client);
+        } catch (err) {
+          native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
+          continue;
+        }
+        native.loop_handler_done(loop, L.HANDLER_OK, null);
       }
     }
-  }
-
-  async _callHandler(loop, db, handler) {
-    const msg = new Message(this, native.loop_message(loop));
-    try {
-      await handler(msg, db.client);
-    } catch (err) {
-      native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
-      return;
-    }
-    native.loop_handler_done(loop, L.HANDLER_OK, null);
+    native.loop_result(loop);
   }
 
   /** Asks the iterator / consume() to return (after the event in hand). */
   stop() {
     this._stopping = true;
     this._needsReset = true;
-    if (this._h && this._closing === null) native.consumer_stop(this._h);
+    if (this._closing === null) native.consumer_stop(this._h);
     if (this._wake) this._wake();
-  }
-
-  /** Stops, waits for pending calls, frees the consumer (unacked messages return to the queue). */
-  close() {
-    if (this._closing === null) {
-      this.stop();
-      this._closing = this._q.run(() => {
-        native.consumer_free(this._h);
-      });
-    }
-    return this._closing;
   }
 }
 

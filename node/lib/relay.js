@@ -6,51 +6,22 @@
 //   const done = relay.run();    // LISTEN/NOTIFY wake-ups, polling fallback, reconnects
 //   relay.stop(); await done;    // resolves once in-flight events are confirmed or left pending
 const native = require('./native');
-const { Serial } = require('./serial');
+const { Handle } = require('./handle');
 const { makeConfig, loggerOf } = require('./config');
-const { outboxError } = require('./errors');
 
-function stats(s) {
-  return {
-    claimed: s.claimed,
-    published: s.published,
-    failed: s.failed,
-    dead: s.dead,
-    heldBack: s.held_back,
-    unroutable: s.unroutable,
-    nacked: s.nacked,
-    unconfirmed: s.unconfirmed,
-    claimUs: s.claim_us,
-    publishUs: s.publish_us,
-    markUs: s.mark_us,
-    totalUs: s.total_us,
-    blocked: s.blocked,
-  };
-}
-
-class Relay {
+class Relay extends Handle {
   /**
    * @param {Record<string, string|number|boolean|Function>} options configuration keys (needs
    *   'pg.url' and 'amqp.url', else OUTBOX_PG_URL / OUTBOX_AMQP_URL), and `logger: (level, message) => void`.
    */
   constructor(options) {
     const cfg = makeConfig(options);
-    try {
-      native.config_from_env(cfg, false); // the library's fallback, as every language has it
-      this._h = native.relay_new(cfg); // copies the configuration
-    } finally {
-      native.config_free(cfg);
-    }
     const log = loggerOf(options);
+    native.config_from_env(cfg, false); // the library's fallback, as every language has it
+    super(native.relay_new(cfg), native.relay_free, ['INVALID_ARGUMENT', 'the relay is closed']);
+    native.config_free(cfg); // the relay has its copy
     if (log) native.relay_set_logger(this._h, log);
-    this._q = new Serial();
-    this._run = null; // { stopped, promise } while run() is queued or running
-    this._closing = null;
-  }
-
-  _op(fn) {
-    if (this._closing !== null) return Promise.reject(outboxError('INVALID_ARGUMENT', 'the relay is closed'));
-    return this._q.run(() => fn(this._h));
+    this._running = null; // { stopped, promise } while run() is queued or running
   }
 
   /**
@@ -59,9 +30,9 @@ class Relay {
    * is active; a relay standing by (another is active) does nothing and resolves with zeroes.
    */
   step() {
-    return this._op(async (h) => {
+    return this._op((h) => {
       native.relay_reset(h); // a stop() of an earlier run must not cut this step short
-      return stats(await native.relay_step(h));
+      return native.relay_step(h);
     });
   }
 
@@ -70,38 +41,27 @@ class Relay {
    * Calling run() while it runs returns the same promise.
    */
   run() {
-    if (this._run) return this._run.promise;
+    if (this._running) return this._running.promise;
     const run = { stopped: false, promise: null };
-    this._run = run;
+    this._running = run;
     run.promise = this._op((h) => {
       if (run.stopped) return undefined;
       native.relay_reset(h);
       return native.relay_run(h);
     }).finally(() => {
-      if (this._run === run) this._run = null;
+      if (this._running === run) this._running = null;
     });
     return run.promise;
   }
 
   get running() {
-    return this._run !== null;
+    return this._running !== null;
   }
 
   /** Asks run() (or a step in flight) to finish what is in flight and return. */
   stop() {
-    if (this._run) this._run.stopped = true;
-    if (this._h) native.relay_stop(this._h);
-  }
-
-  /** Stops, waits for pending calls, frees the relay. Idempotent. */
-  close() {
-    if (this._closing === null) {
-      this.stop();
-      this._closing = this._q.run(() => {
-        native.relay_free(this._h);
-      });
-    }
-    return this._closing;
+    if (this._running) this._running.stopped = true;
+    native.relay_stop(this._h);
   }
 }
 

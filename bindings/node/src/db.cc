@@ -64,10 +64,10 @@ Napi::Value DbExec(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// db_tx_state(db) -> number (OUTBOX_TX_*); no I/O.
+// db_tx_state(db) -> 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' (outbox_tx_state); no I/O.
 Napi::Value DbTxState(const Napi::CallbackInfo &info) {
     auto *h = unwrap<outbox_db>(info, 0);
-    return Napi::Number::New(info.Env(), outbox_db_tx_state(h->ptr));
+    return Napi::String::New(info.Env(), name_of(kTxStates, outbox_db_tx_state(h->ptr)));
 }
 
 // migrate(db, target: 0 all | 1 outbox | 2 inbox) -> Promise<version>

@@ -53,7 +53,7 @@ Napi::Value LoopBlock(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// loop_statement(loop) -> {kind, sql, params}
+// loop_statement(loop) -> {kind, text, values, rowMode}: a node-postgres query, and which one.
 Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     int kind = 0;
@@ -61,14 +61,12 @@ Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     if (st == nullptr) {
         throw argument_error(env, "the loop's next action is not exec");
     }
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("kind", Napi::Number::New(env, kind));
-    o.Set("sql", Napi::String::New(env, outbox_statement_sql(st)));
-    o.Set("params", statement_values(env, st));
-    return o;
+    Napi::Object q = pg_query(env, st, nullptr);
+    q.Set("kind", Napi::Number::New(env, kind));
+    return q;
 }
 
-// loop_exec_done(loop, row: Array | null)
+// loop_exec_done(loop, row: Array | undefined)
 Napi::Value LoopExecDone(const Napi::CallbackInfo &info) {
     auto *l = unwrap<outbox_loop>(info, 0);
     const TextRow row(info[1]);
@@ -76,13 +74,11 @@ Napi::Value LoopExecDone(const Napi::CallbackInfo &info) {
     return info.Env().Undefined();
 }
 
-// loop_exec_failed(loop, sqlstate | null, message, closed)
+// loop_exec_failed(loop, error of node-postgres)
 Napi::Value LoopExecFailed(const Napi::CallbackInfo &info) {
     auto *l = unwrap<outbox_loop>(info, 0);
-    bool has = false;
-    const std::string sqlstate = opt_str_arg(info, 1, "sqlstate", has);
-    const std::string message = str_arg(info, 2, "message");
-    check(info.Env(), outbox_loop_exec_failed(l->ptr, sqlstate.c_str(), message.c_str(), info[3].ToBoolean() ? 1 : 0));
+    const DriverFailure f(info[1]);
+    check(info.Env(), outbox_loop_exec_failed(l->ptr, f.sqlstate.c_str(), f.message.c_str(), f.closed ? 1 : 0));
     return info.Env().Undefined();
 }
 

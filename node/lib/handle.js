@@ -1,0 +1,48 @@
+'use strict';
+// A native handle and the queue of calls on it: the C handles are not thread-safe, so calls on one
+// handle run one at a time, in call order, however many the caller starts at once.
+const { outboxError } = require('./errors');
+
+class Handle {
+  /** @param {[string, string]} closed the code and message of a call after close() */
+  constructor(handle, free, closed) {
+    this._h = handle;
+    this._free = free; // the C destroy function, run by close()
+    this._closed = closed;
+    this._tail = Promise.resolve();
+    this._pending = 0;
+    this._closing = null;
+  }
+
+  // Runs fn() after every earlier call settled; when idle, now rather than a microtask later.
+  _run(fn) {
+    let p;
+    try {
+      p = this._pending === 0 ? Promise.resolve(fn()) : this._tail.then(fn);
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    this._pending++;
+    const settled = () => {
+      this._pending--;
+    };
+    this._tail = p.then(settled, settled);
+    return p;
+  }
+
+  _op(fn) {
+    if (this._closing !== null) return Promise.reject(outboxError(...this._closed));
+    return this._run(() => fn(this._h));
+  }
+
+  /** Stops (relays and consumers), waits for pending calls, frees the handle. Idempotent. */
+  close() {
+    if (this._closing === null) {
+      if (this.stop) this.stop();
+      this._closing = this._run(() => this._free(this._h));
+    }
+    return this._closing;
+  }
+}
+
+module.exports = { Handle };
