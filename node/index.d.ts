@@ -152,7 +152,6 @@ export type TxState = 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN';
 /** A configuration and everything done with it. */
 export class Outbox {
   constructor(options?: Options);
-  readonly options: Readonly<Options>;
   /** The configured value of a key (secrets read back as '***'). */
   get(key: string): string;
   renderWrite(event: OutboxEvent): RenderedWrite;

@@ -1,10 +1,7 @@
 'use strict';
-// Consumer: a durable queue of one's own on the exchange (outbox_consumer_*), as
-//   - an async iterator of Messages (ack/nack/deadLetter them yourself), or
-//   - consume(handler): the library's consumer loop (outbox_loop_*) on a node-postgres client: for
-//     each event BEGIN, the inbox row, handler(message, client) the first time only, COMMIT, ack;
-//     a failing handler rolls back and the message is redelivered, until consumer.delivery_limit
-//     attempts, then dead-lettered with the error text.
+// Consumer: a durable queue of one's own on the exchange (outbox_consumer_*), as an async iterator
+// of Messages (settle them yourself), or consume(handler): the library's consumer loop
+// (outbox_loop_*), the same in every language, whose statements run on a node-postgres client.
 const native = require('./native');
 const { Handle } = require('./handle');
 const { Database } = require('./database');
@@ -19,10 +16,7 @@ const reasonOf = (err) => (err && err.message ? err.message : String(err));
 class Message {
   /** @private made by Consumer: the event's fields, seq, delivery and body (outbox_message_*) */
   constructor(consumer, handle) {
-    Object.assign(this, native.message_info(handle));
-    this._consumer = consumer;
-    this._h = handle;
-    this._settled = false;
+    Object.assign(this, native.message_info(handle), { _consumer: consumer, _h: handle, _settled: false });
   }
 
   get payload() {
@@ -34,22 +28,18 @@ class Message {
     return JSON.parse(this.body.toString('utf8'));
   }
 
-  /** An envelope field by name (outbox_message_field). */
   field(name) {
     return native.message_field(this._h, name);
   }
 
-  /** A property or header by name (outbox_message_property): 'message_id', 'outbox-seq', ... */
   property(name) {
     return native.message_property(this._h, name);
   }
 
-  /** Acknowledge (after your transaction committed). */
   ack() {
     return this._consumer._settle(this, native.consumer_ack);
   }
 
-  /** Negative acknowledgement; requeue (default) redelivers it. */
   nack(requeue = true) {
     return this._consumer._settle(this, (c, m) => native.consumer_nack(c, m, !!requeue));
   }
@@ -59,7 +49,7 @@ class Message {
     return this._consumer._settle(this, (c, m) => native.consumer_dead_letter(c, m, reason));
   }
 
-  /** Records this event in the consumer's inbox in the current transaction of `target`: a node-postgres client or a Database. */
+  /** Records this event in the inbox in the transaction of `target`: a node-postgres client or a Database. */
   async dedupe(target) {
     const r = await this._consumer.dedupe(target, this);
     [this.order, this.previousSeq] = [r.order, r.previousSeq];
@@ -67,9 +57,9 @@ class Message {
   }
 }
 
-// The loop's database connection on node-postgres: a lent client, a client per event from a pool,
-// or a client of its own on 'pg.url'. It runs the statement the loop hands out and reports how it
-// went; what that means (a lost connection, the handler's failure) is the library's to judge.
+// The loop's connection: a lent node-postgres client, a client per event from a pool, or a client
+// of its own on 'pg.url'. It runs the statements the loop hands out and reports how they went;
+// what that means (a lost connection, the handler's failure) is the library's to judge.
 class LoopClient {
   constructor(consumer, lent, pool) {
     Object.assign(this, { consumer, lent, pool, client: lent || null });
@@ -94,7 +84,7 @@ class LoopClient {
     }
   }
 
-  // The loop asks for a connection (at the start, and after one was lost).
+  // A connection, at the start and after one was lost: a pool's next client, or one of its own.
   async open(loop) {
     if (this.pool) {
       this.release(new Error('connection lost'));
@@ -115,40 +105,31 @@ class LoopClient {
 
   async close() {
     const c = this.lent ? null : this.client;
-    if (!c) return;
-    this.client = null;
-    if (this.pool) c.release();
-    else await c.end().catch(() => {});
+    this.client = this.lent || null;
+    if (c && this.pool) c.release();
+    else if (c) await c.end().catch(() => {});
   }
 }
 
 class Consumer extends Handle {
-  /**
-   * @param {string} name the consumer's name (its queue unless consumer.queue is set)
-   * @param {Record<string, string|number|boolean|Function>} options configuration keys (needs
-   *   'amqp.url'; 'pg.url' for consume() without a client), and `logger: (level, message) => void`.
-   */
+  /** name: its queue unless consumer.queue is set; options: needs 'amqp.url' ('pg.url' for consume()). */
   constructor(name, options) {
     if (typeof name !== 'string') throw typeError('consumer name must be a string');
     const opts = { ...(options || {}) };
     const cfg = makeConfig(opts); // kept: it renders the dedupe statement
     const log = loggerOf(opts);
     super(native.consumer_new(cfg, name), native.consumer_free, ['INVALID_ARGUMENT', 'the consumer is closed']);
-    Object.assign(this, { name, queue: native.config_get(cfg, 'consumer.queue') || name, _options: opts, _cfg: cfg });
-    this._log = log;
+    this.name = name;
+    this.queue = native.config_get(cfg, 'consumer.queue') || name;
+    Object.assign(this, { _options: opts, _cfg: cfg, _log: log, _stopping: false, _needsReset: false, _wake: null });
     if (log) native.consumer_set_logger(this._h, log);
-    this._stopping = false;
-    this._needsReset = false;
-    this._wake = null; // ends a backoff wait early on stop()
   }
 
   // A new iteration or consume() after a stop(): clear the stop request first.
   _start() {
     this._stopping = false;
-    if (this._needsReset) {
-      this._needsReset = false;
-      this._op(native.consumer_reset).catch(() => {});
-    }
+    if (this._needsReset) this._op(native.consumer_reset).catch(() => {});
+    this._needsReset = false;
   }
 
   /** Declares the topology and starts consuming (otherwise the first next() does). */
@@ -156,10 +137,7 @@ class Consumer extends Handle {
     return this._op(native.consumer_connect);
   }
 
-  /**
-   * The next event, waiting at most timeoutMs; null on timeout. Rejects with code STOPPED after
-   * stop(). Messages that are not events are dead-lettered by the library and skipped.
-   */
+  /** The next event, or null after timeoutMs; rejects with STOPPED after stop(). */
   next(timeoutMs = 1000) {
     return this._op((h) => native.consumer_next(h, timeoutMs).then((m) => new Message(this, m), (e) => {
       if (e.code === 'TIMEOUT') return null;
@@ -194,7 +172,7 @@ class Consumer extends Handle {
     });
   }
 
-  /** Dedupe `msg` on a node-postgres client (rendered statement) or a Database (outbox_consumer_dedupe_message). */
+  /** Dedupe `msg` on a node-postgres client (the rendered statement) or a Database (outbox_consumer_dedupe_message). */
   async dedupe(target, msg) {
     if (!(msg instanceof Message)) throw typeError('expected a Message');
     if (target instanceof Database) {
@@ -206,27 +184,15 @@ class Consumer extends Handle {
   }
 
   /**
-   * Handles events until stop(), each exactly once in effect: the library's consumer loop
-   * (outbox_loop_*), the same in every language:
-   *   BEGIN -> dedupe (inbox row) -> await handler(message, client) -> COMMIT -> ack.
-   * A failing handler: ROLLBACK, then requeue, or dead-letter after consumer.delivery_limit.
-   * Database or broker failures: the message goes back to the queue, retried with backoff; a lost
-   * broker connection is reopened (the next address of amqp.url first).
-   * @param {(message: Message, client: object) => unknown} handler
-   * @param {{ client?: object, pool?: object }} [options] a node-postgres Client, or a Pool to take
-   *   one from per event; neither: a client of its own on 'pg.url'.
-   * @returns {Promise<void>} resolves after stop()
+   * For each event until stop(): BEGIN, the inbox row, handler(message, client) the first time
+   * only, COMMIT, ack, on options.client, a client from options.pool, or one of its own on pg.url.
    */
   async consume(handler, options = {}) {
     if (typeof handler !== 'function') throw typeError('consume needs a handler (message, client) => ...');
     if (this._consuming) throw outboxError('INVALID_ARGUMENT', 'this consumer is already consuming');
     const { client: lent, pool } = options || {};
-    if (lent !== undefined && (lent === null || typeof lent.query !== 'function')) {
-      throw typeError('options.client must be a node-postgres client');
-    }
-    if (pool !== undefined && (pool === null || typeof pool.connect !== 'function')) {
-      throw typeError('options.pool must be a node-postgres Pool');
-    }
+    if (lent !== undefined && typeof lent?.query !== 'function') throw typeError('options.client must be a node-postgres client');
+    if (pool !== undefined && typeof pool?.connect !== 'function') throw typeError('options.pool must be a node-postgres Pool');
     if (!lent && !pool && !this._options['pg.url']) {
       throw outboxError('INVALID_ARGUMENT', "the consumer needs 'pg.url', options.client or options.pool");
     }
@@ -245,34 +211,43 @@ class Consumer extends Handle {
 
   // Runs the library's loop to its end: each action it asks for, reported back.
   async _drive(loop, db, handler) {
-    for (let action; (action = native.loop_next(loop)) !== L.DONE;) {
-      if (action === L.BLOCK) await this._op((h) => native.loop_block(loop, h));
-      else if (action === L.EXEC) await db.exec(loop);
-      else if (action === L.OPEN) await db.open(loop);
-      else if (action === L.WAIT) {
-        await new Promise((resolve) => {
-          const t = setTimeout(resolve, native.loop_wait_ms(loop));
-          this._wake = () => resolve(clearTimeout(t));
-        });
-        this._wake = null;
-        native.loop_waited(loop);
-      } else {
-        try {
-          await handler(new Message(this, native.loop_message(loop)), db.client);
-        } catch (err) {
-          native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
-          continue;
-        }
-        native.loop_handler_done(loop, L.HANDLER_OK, null);
-      }
+    const act = {
+      [L.BLOCK]: () => this._op((h) => native.loop_block(loop, h)),
+      [L.EXEC]: () => db.exec(loop),
+      [L.OPEN]: () => db.open(loop),
+      [L.WAIT]: () => this._wait(loop),
+      [L.HANDLE]: () => this._handle(loop, handler, db.client),
+    };
+    for (let action; (action = native.loop_next(loop)) in act;) await act[action]();
+    native.loop_result(loop); // throws the error the loop ended with
+  }
+
+  // A backoff, which stop() ends early.
+  async _wait(loop) {
+    await new Promise((resolve) => {
+      const timer = setTimeout(resolve, native.loop_wait_ms(loop));
+      this._wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this._wake = null;
+    native.loop_waited(loop);
+  }
+
+  async _handle(loop, handler, client) {
+    const msg = new Message(this, native.loop_message(loop));
+    try {
+      await handler(msg, client);
+    } catch (err) {
+      return native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
     }
-    native.loop_result(loop);
+    return native.loop_handler_done(loop, L.HANDLER_OK, null);
   }
 
   /** Asks the iterator / consume() to return (after the event in hand). */
   stop() {
-    this._stopping = true;
-    this._needsReset = true;
+    Object.assign(this, { _stopping: true, _needsReset: true });
     if (this._closing === null) native.consumer_stop(this._h);
     if (this._wake) this._wake();
   }

@@ -17,45 +17,40 @@ class Database extends Handle {
     super(handle, native.db_close, ['CONNECTION', 'the connection is closed']);
   }
 
-  /** SQL without parameters or results: BEGIN, COMMIT, ROLLBACK, DDL (outbox_db_exec). */
+  /** A statement without parameters or results: transaction control, DDL (outbox_db_exec). */
   exec(sql) {
     return this._op((h) => native.db_exec(h, sql));
   }
 
-  /**
-   * Writes an event in the connection's current transaction (outbox_write; one native call
-   * builds, writes and frees it).
-   * @returns {Promise<{eventId: string, eventType: string, seq: number}>}
-   */
+  /** Writes an event in the connection's current transaction (outbox_write), in one native call. */
   write(event) {
     return this._op((h) => native.write_fields(h, event));
   }
 
   /**
-   * Writes several events in order in the connection's current transaction, with one trip to a
-   * worker thread for all of them. Stops at the first failure, whose error carries `index`; the
-   * events before it are written — the caller's transaction decides.
+   * Writes the events in order in the current transaction, in one trip to a worker thread. Stops
+   * at the first failure, whose error carries `index`; the events before it are written.
    */
   writeMany(events) {
     return this._op((h) => native.write_many(h, events));
   }
 
-  /** BEGIN; fn(db); COMMIT — or ROLLBACK when fn throws (and rethrow). */
+  /** fn(db) in a transaction: committed after it, rolled back when it throws (and rethrown). */
   async transaction(fn) {
     if (typeof fn !== 'function') throw typeError('transaction needs a function');
-    await this.exec('BEGIN');
+    await this._op(native.db_begin);
     let result;
     try {
       result = await fn(this);
     } catch (e) {
-      await this.exec('ROLLBACK').catch(() => {});
+      await this._op(native.db_rollback).catch(() => {});
       throw e;
     }
-    await this.exec('COMMIT');
+    await this._op(native.db_commit);
     return result;
   }
 
-  /** 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' */
+  /** 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' (outbox_db_tx_state) */
   txState() {
     return this._op(native.db_tx_state);
   }
@@ -70,11 +65,7 @@ class Database extends Handle {
     return this._op((h) => native.consumer_dedupe(h, key));
   }
 
-  /**
-   * Removes inbox rows processed more than olderThanSeconds ago (outbox_inbox_purge): whole
-   * partitions, so rows may stay up to inbox.partition_s longer; an age below inbox.retention_s
-   * is refused (INVALID_ARGUMENT). Resolves with the number removed.
-   */
+  /** Removes inbox rows older than olderThanSeconds, whole partitions at a time (outbox_inbox_purge). */
   purgeInbox(olderThanSeconds, batch = 1000) {
     return this._op((h) => native.inbox_purge(h, olderThanSeconds, batch));
   }

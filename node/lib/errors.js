@@ -6,12 +6,7 @@ const native = require('./native');
 const STATUS = native.status; // by name, from outbox.h as the addon was compiled against it
 
 class OutboxError extends Error {
-  /**
-   * @param {string} message
-   * @param {string} code a key of STATUS
-   * @param {number} [status]
-   * @param {{cause?: unknown}} [options]
-   */
+  /** code: a key of STATUS; status: its number by default */
   constructor(message, code, status, options) {
     super(message, options && 'cause' in options ? { cause: options.cause } : undefined);
     this.name = 'OutboxError';

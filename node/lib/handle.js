@@ -1,16 +1,12 @@
 'use strict';
 // A native handle and the queue of calls on it: the C handles are not thread-safe, so calls on one
-// handle run one at a time, in call order, however many the caller starts at once.
+// run one at a time, in call order, however many the caller starts at once.
 const { outboxError } = require('./errors');
 
 class Handle {
-  /** @param {[string, string]} closed the code and message of a call after close() */
+  /** free: the C destroy function; closed: [code, message] of a call after close() */
   constructor(handle, free, closed) {
-    this._h = handle;
-    this._free = free; // the C destroy function, run by close()
-    this._closed = closed;
-    this._tail = Promise.resolve();
-    this._pending = 0;
+    Object.assign(this, { _h: handle, _free: free, _closed: closed, _tail: Promise.resolve(), _pending: 0 });
     this._closing = null;
   }
 

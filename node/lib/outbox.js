@@ -1,8 +1,7 @@
 'use strict';
 // Outbox: a configuration (options keyed by the C configuration keys) and everything done with
-// it: writes and dedupes in the caller's node-postgres transaction (statements rendered by the
-// library, run on the caller's client), connections the library opens, migrations, and the
-// relays and consumers that share the configuration.
+// it: writes and dedupes in the caller's node-postgres transaction (the library's statements, run
+// on the caller's client), connections the library opens, migrations, relays and consumers.
 const native = require('./native');
 const { makeConfig } = require('./config');
 const { typeError } = require('./errors');
@@ -23,30 +22,20 @@ class Outbox {
     this._cfg = makeConfig(this._options); // freed by its finalizer
   }
 
-  get options() {
-    return this._options;
-  }
-
   /** The configured value of a key (secrets read back as '***'). */
   get(key) {
     return native.config_get(this._cfg, key);
   }
 
-  /**
-   * The statement outbox_write would run, for node-postgres: { text, values } ($n placeholders)
-   * plus the event's id and type. Validates the event (throws OutboxError).
-   */
+  /** { text, values, eventId, eventType }: the statement outbox_write would run, for node-postgres. */
   renderWrite(event) {
     return native.render_write_fields(this._cfg, event);
   }
 
   /**
-   * Writes the event with the caller's node-postgres client, in the caller's transaction (the
-   * library never begins, commits or rolls back): the library's write plan
-   * (outbox_write_plan_*), each statement it hands out run on the client, what an error means (a
-   * reused key, a lost connection) the library's to judge. A duplicate idempotency key is
-   * DUPLICATE and, inside a transaction, leaves it usable (a savepoint, as outbox_write does).
-   * @returns {Promise<{eventId: string, eventType: string, seq: number}>}
+   * Writes the event with the caller's node-postgres client, in the caller's transaction: the
+   * library's write plan (outbox_write_plan_*), each statement it hands out run on the client,
+   * what an error means (a reused key, a lost connection) the library's to judge.
    */
   async write(client, event) {
     checkClient(client);
@@ -63,15 +52,12 @@ class Outbox {
     return { eventId, eventType, seq: native.write_plan_result(plan, error) };
   }
 
-  /** The inbox statement outbox_consumer_dedupe runs, for node-postgres: { text, values }. */
+  /** { text, values }: the inbox statement outbox_consumer_dedupe runs, for node-postgres. */
   renderDedupe(key) {
     return native.render_dedupe(this._cfg, key);
   }
 
-  /**
-   * Records (consumer, event) in the inbox in the client's current transaction.
-   * @returns {Promise<{firstTime: boolean, order: string, previousSeq: number}>}
-   */
+  /** Records (consumer, event) in the inbox in the client's current transaction. */
   dedupe(client, key) {
     return dedupeOn(this._cfg, client, key, this._prepared);
   }
@@ -82,9 +68,9 @@ class Outbox {
     return new Database(await native.db_open(conninfo, this._cfg));
   }
 
-  /** Creates or upgrades the tables (idempotent) on a connection of its own; resolves with the version. */
+  /** Creates or upgrades the tables on a connection of its own; resolves with the version. */
   async migrate(conninfo, target = 'all') {
-    targetOf(target);
+    targetOf(target); // checked before connecting
     const db = await this.connect(conninfo);
     try {
       return await db.migrate(target);
@@ -93,12 +79,10 @@ class Outbox {
     }
   }
 
-  /** A relay with this configuration plus `options`. */
   relay(options) {
     return new Relay({ ...this._options, ...(options || {}) });
   }
 
-  /** A consumer named `name` with this configuration plus `options`. */
   consumer(name, options) {
     return new Consumer(name, { ...this._options, ...(options || {}) });
   }
