@@ -1,8 +1,6 @@
 'use strict';
-// Options: a plain object keyed by the C configuration keys ('outbox.schema', 'amqp.url',
-// 'event.type_map', ...: see configKeys()), values string | number | boolean, set on an
-// outbox_config, which refuses unknown keys (UNKNOWN_KEY) and bad values (INVALID_ARGUMENT) with
-// the library's message. `logger` and `preparedStatements` are this package's own.
+// Options: the C configuration keys (configKeys()) set on an outbox_config, which refuses unknown
+// keys and bad values; `logger` and `preparedStatements` are this package's own.
 const native = require('./native');
 const { typeError } = require('./errors');
 

@@ -23,7 +23,6 @@ class Message {
     return this.payloadText === null ? null : JSON.parse(this.payloadText);
   }
 
-  /** The body parsed: the documents' envelope ({ OUTBOX_ID, EVENT_TYPE, AGGREGATE_ID, PAYLOAD, ... }). */
   get envelope() {
     return JSON.parse(this.body.toString('utf8'));
   }
@@ -44,12 +43,11 @@ class Message {
     return this._consumer._settle(this, (c, m) => native.consumer_nack(c, m, !!requeue));
   }
 
-  /** To the dead-letter queue with `reason` in header x-outbox-dead-reason, then acked. */
   deadLetter(reason) {
     return this._consumer._settle(this, (c, m) => native.consumer_dead_letter(c, m, reason));
   }
 
-  /** Records this event in the inbox in the transaction of `target`: a node-postgres client or a Database. */
+  /** Records this event in the inbox in the transaction of `target` (a node-postgres client or a Database). */
   async dedupe(target) {
     const r = await this._consumer.dedupe(target, this);
     [this.order, this.previousSeq] = [r.order, r.previousSeq];
@@ -132,7 +130,6 @@ class Consumer extends Handle {
     this._needsReset = false;
   }
 
-  /** Declares the topology and starts consuming (otherwise the first next() does). */
   connect() {
     return this._op(native.consumer_connect);
   }
@@ -145,17 +142,14 @@ class Consumer extends Handle {
     }));
   }
 
-  /** Events until stop() (or close()). */
   async *[Symbol.asyncIterator]() {
     this._start();
     while (!this._stopping && this._closing === null) {
-      let m;
-      try {
-        m = await this.next(SLICE_MS);
-      } catch (e) {
-        if (e.code === 'STOPPED' || this._stopping) return;
+      const m = await this.next(SLICE_MS).catch((e) => {
+        if (e.code === 'STOPPED' || this._stopping) return false;
         throw e;
-      }
+      });
+      if (m === false) return;
       if (m) yield m;
     }
   }
@@ -172,7 +166,7 @@ class Consumer extends Handle {
     });
   }
 
-  /** Dedupe `msg` on a node-postgres client (the rendered statement) or a Database (outbox_consumer_dedupe_message). */
+  /** Records `msg` in the inbox on a node-postgres client or a Database (outbox_consumer_dedupe_message). */
   async dedupe(target, msg) {
     if (!(msg instanceof Message)) throw typeError('expected a Message');
     if (target instanceof Database) {
@@ -191,8 +185,12 @@ class Consumer extends Handle {
     if (typeof handler !== 'function') throw typeError('consume needs a handler (message, client) => ...');
     if (this._consuming) throw outboxError('INVALID_ARGUMENT', 'this consumer is already consuming');
     const { client: lent, pool } = options || {};
-    if (lent !== undefined && typeof lent?.query !== 'function') throw typeError('options.client must be a node-postgres client');
-    if (pool !== undefined && typeof pool?.connect !== 'function') throw typeError('options.pool must be a node-postgres Pool');
+    if (lent !== undefined && typeof lent?.query !== 'function') {
+      throw typeError('options.client must be a node-postgres client');
+    }
+    if (pool !== undefined && typeof pool?.connect !== 'function') {
+      throw typeError('options.pool must be a node-postgres Pool');
+    }
     if (!lent && !pool && !this._options['pg.url']) {
       throw outboxError('INVALID_ARGUMENT', "the consumer needs 'pg.url', options.client or options.pool");
     }
@@ -245,7 +243,7 @@ class Consumer extends Handle {
     return native.loop_handler_done(loop, L.HANDLER_OK, null);
   }
 
-  /** Asks the iterator / consume() to return (after the event in hand). */
+  /** Asks the iterator and consume() to return (after the event in hand). */
   stop() {
     Object.assign(this, { _stopping: true, _needsReset: true });
     if (this._closing === null) native.consumer_stop(this._h);

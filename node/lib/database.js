@@ -5,6 +5,24 @@ const native = require('./native');
 const { Handle } = require('./handle');
 const { typeError } = require('./errors');
 
+const FIELDS = native.fields; // camelCase name -> C name (outbox_event_field)
+const JSON_FIELDS = new Set(native.json_fields);
+
+// An event as the addon takes it: [C field name, value, ...], objects of the JSON fields as JSON
+// text (cheaper here than from the addon), which checks the rest; not an object: null, refused there.
+function eventFields(event) {
+  if (event === null || typeof event !== 'object' || Array.isArray(event)) return null;
+  const out = [];
+  for (const key of Object.keys(event)) {
+    const value = event[key];
+    if (value === undefined || value === null) continue;
+    const name = FIELDS[key] || key; // unknown names reach the library: UNKNOWN_KEY
+    const json = JSON_FIELDS.has(name) && typeof value === 'object' && !(value instanceof Uint8Array);
+    out.push(name, json ? JSON.stringify(value) : value);
+  }
+  return out;
+}
+
 // A migration target by name (outbox_migrate_target).
 function targetOf(target) {
   if (!Object.hasOwn(native.enums.migrate, target)) throw typeError("target must be 'all', 'outbox' or 'inbox'");
@@ -24,7 +42,7 @@ class Database extends Handle {
 
   /** Writes an event in the connection's current transaction (outbox_write), in one native call. */
   write(event) {
-    return this._op((h) => native.write_fields(h, event));
+    return this._op((h) => native.write_fields(h, eventFields(event)));
   }
 
   /**
@@ -32,7 +50,7 @@ class Database extends Handle {
    * at the first failure, whose error carries `index`; the events before it are written.
    */
   writeMany(events) {
-    return this._op((h) => native.write_many(h, events));
+    return this._op((h) => native.write_many(h, Array.isArray(events) ? events.map(eventFields) : events));
   }
 
   /** fn(db) in a transaction: committed after it, rolled back when it throws (and rethrown). */
@@ -50,7 +68,6 @@ class Database extends Handle {
     return result;
   }
 
-  /** 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' (outbox_db_tx_state) */
   txState() {
     return this._op(native.db_tx_state);
   }
@@ -60,7 +77,6 @@ class Database extends Handle {
     return this._op((h) => native.migrate(h, targetOf(target)));
   }
 
-  /** outbox_consumer_dedupe in the connection's current transaction. */
   dedupe(key) {
     return this._op((h) => native.consumer_dedupe(h, key));
   }
@@ -71,4 +87,4 @@ class Database extends Handle {
   }
 }
 
-module.exports = { Database, targetOf };
+module.exports = { Database, eventFields, targetOf };

@@ -6,8 +6,9 @@ const { outboxError } = require('./errors');
 class Handle {
   /** free: the C destroy function; closed: [code, message] of a call after close() */
   constructor(handle, free, closed) {
-    Object.assign(this, { _h: handle, _free: free, _closed: closed, _tail: Promise.resolve(), _pending: 0 });
-    this._closing = null;
+    Object.assign(this, { _h: handle, _free: free, _closed: closed, _closing: null });
+    this._tail = Promise.resolve(); // the last call queued, settled
+    this._pending = 0;
   }
 
   // Runs fn() after every earlier call settled; when idle, now rather than a microtask later.

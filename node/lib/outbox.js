@@ -6,16 +6,12 @@ const native = require('./native');
 const { makeConfig } = require('./config');
 const { typeError } = require('./errors');
 const { checkClient, txOf, dedupeOn } = require('./pg');
-const { Database, targetOf } = require('./database');
+const { Database, eventFields, targetOf } = require('./database');
 const { Relay } = require('./relay');
 const { Consumer } = require('./consumer');
 
 class Outbox {
-  /**
-   * @param {Record<string, string|number|boolean>} [options] configuration keys, and
-   *   `preparedStatements` (default true): run rendered statements as named prepared statements
-   *   on node-postgres (turn off behind a transaction-pooling proxy such as PgBouncer).
-   */
+  /** options: configuration keys, and preparedStatements (default true: named statements on node-postgres) */
   constructor(options) {
     this._options = Object.freeze({ ...(options || {}) });
     this._prepared = this._options.preparedStatements !== false;
@@ -29,7 +25,7 @@ class Outbox {
 
   /** { text, values, eventId, eventType }: the statement outbox_write would run, for node-postgres. */
   renderWrite(event) {
-    return native.render_write_fields(this._cfg, event);
+    return native.render_write_fields(this._cfg, eventFields(event));
   }
 
   /**
@@ -39,7 +35,8 @@ class Outbox {
    */
   async write(client, event) {
     checkClient(client);
-    const { plan, eventId, eventType, next } = native.write_plan_new(this._cfg, event, txOf(client), this._prepared);
+    const fields = eventFields(event);
+    const { plan, eventId, eventType, next } = native.write_plan_new(this._cfg, fields, txOf(client), this._prepared);
     let error;
     for (let query = next; query !== null;) {
       try {

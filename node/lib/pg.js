@@ -6,10 +6,8 @@ const { outboxError, typeError } = require('./errors');
 
 const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
 
-// One node-postgres connection: a pg.Client (a processID slot and its protocol connection) or a
-// pooled client (release()). Not a pool, which runs each query on whichever of its connections is
-// free: an INSERT through it commits on its own and survives the caller's ROLLBACK. Pools of
-// node-postgres (pg.Pool), pg-promise ($pool) and the like are known by what they count or hold.
+// One node-postgres connection (a pg.Client, a pooled client), not a pool, whose INSERT would commit
+// on its own: pools (pg.Pool, pg-promise's $pool, ...) are known by what they count or hold.
 function checkClient(client) {
   if (client === null || typeof client !== 'object' || typeof client.query !== 'function') {
     throw typeError(`expected a node-postgres client: ${PASS_A_CLIENT}`);

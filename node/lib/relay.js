@@ -7,10 +7,7 @@ const { Handle } = require('./handle');
 const { makeConfig, loggerOf } = require('./config');
 
 class Relay extends Handle {
-  /**
-   * @param {Record<string, string|number|boolean|Function>} options configuration keys (needs
-   *   'pg.url' and 'amqp.url', else OUTBOX_PG_URL / OUTBOX_AMQP_URL), and `logger: (level, message) => void`.
-   */
+  /** options: configuration keys ('pg.url', 'amqp.url', else from the environment) and `logger` */
   constructor(options) {
     const cfg = makeConfig(options);
     const log = loggerOf(options);

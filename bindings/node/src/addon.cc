@@ -59,10 +59,7 @@ void register_common(Napi::Env env, Napi::Object exports) {
 namespace {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
-    auto *data = new outbox_node::AddonData();
-    env.SetInstanceData(data);
-    data->stringify =
-        Napi::Persistent(env.Global().Get("JSON").As<Napi::Object>().Get("stringify").As<Napi::Function>());
+    env.SetInstanceData(new outbox_node::AddonData());
     outbox_node::register_common(env, exports);
     outbox_node::register_config(env, exports);
     outbox_node::register_db(env, exports);

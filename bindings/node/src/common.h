@@ -3,7 +3,7 @@
 // A 1:1, mechanical wrapper over the public C API (capi/include/outbox.h), in the manner of
 // duckdb-node-neo's bindings/: one JS function per C function (the `outbox_` prefix dropped),
 // the idiomatic API lives in node/lib/. Only outbox.h is included, never a core/ header.
-// The marshalling JS would otherwise repeat is done here, once: events from plain objects,
+// The marshalling JS would otherwise repeat is done here, once: event field values as text,
 // results and dedupe keys in the JS layer's shape, enum values by name, rendered statements as
 // node-postgres queries and node-postgres errors as the facts the library judges (marshal.cc).
 //
@@ -66,7 +66,6 @@ template <size_t N> const char *name_of(const EnumName (&table)[N], int value) {
 
 struct AddonData {
     Napi::FunctionReference error_class; // new ErrorClass(message, code, status)
-    Napi::FunctionReference stringify;   // JSON.stringify, for the JSON fields of events
 };
 
 inline Napi::Error status_error(Napi::Env env, outbox_status status, const std::string &message) {
@@ -353,17 +352,17 @@ class TextRow {
 // is given (prefix_<hash of the text>: node-postgres then prepares it once per connection).
 Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *prefix);
 
-// Sets the fields of a JS event object on `ev` (outbox_event_set_n): camelCase or C names
-// (outbox_event_field; unknown ones reach the library: UNKNOWN_KEY), strings and Uint8Arrays as
-// they are, numbers, bigints and booleans as text, objects of the JSON fields through
-// JSON.stringify. Every value is checked before any is set.
-void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &event);
+// Sets an event's fields, [C name, value, ...] (node/lib's eventFields: the JSON fields' objects
+// as JSON text), on `ev` (outbox_event_set_n): strings and Uint8Arrays as they are, numbers,
+// bigints and booleans as text, anything else a TypeError. Every value is checked before any is set.
+void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &fields);
 
 // The own enumerable string keys of `o`, as Object.keys() gives them.
 Napi::Array own_keys(Napi::Env env, const Napi::Object &o);
 
-// camelCase name -> C name of every event field, in the library's order.
-Napi::Object event_field_names(Napi::Env env);
+// exports.fields: camelCase name -> C name of every event field, in the library's order
+// (outbox_event_field); exports.json_fields: the C names whose values are JSON.
+void export_event_fields(Napi::Env env, Napi::Object exports);
 
 // What a node-postgres error says: its SQLSTATE, the constraint it names, its message, and (with
 // no SQLSTATE) whether the connection is gone: a network errno, or node-postgres' words for a

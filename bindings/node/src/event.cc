@@ -92,8 +92,8 @@ Napi::Object written(Napi::Env env, const outbox_event *ev) {
     return o;
 }
 
-// write_fields(db, event: object) -> Promise<{eventId, eventType, seq}>: the event built from the
-// object (set_event), written and freed in one call, for `await db.write(event)`. One crossing into the
+// write_fields(db, [field, value, ...]) -> Promise<{eventId, eventType, seq}>: the event built
+// (set_event), written and freed in one call, for `await db.write(event)`. One crossing into the
 // addon instead of one per field, id, type, seq and free, and one promise instead of an async
 // function around the write: that main-thread work is what a per-write await pays on top of C.
 class WriteFieldsWorker : public Worker {
@@ -130,7 +130,7 @@ Napi::Value WriteFields(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// write_many(db, [event: object, ...]) -> Promise<[{eventId, eventType, seq}, ...]>: outbox_write
+// write_many(db, [[field, value, ...], ...]) -> Promise<[{eventId, eventType, seq}, ...]>: outbox_write
 // for each event in order, on one worker thread (one thread hop for a batch). Stops at the first
 // failure, building or writing: the error carries `index`, the events before it are written (in
 // the caller's transaction, which decides).
@@ -206,7 +206,7 @@ Napi::Value RenderWrite(const Napi::CallbackInfo &info) {
     return wrap(info.Env(), st);
 }
 
-// render_write_fields(cfg | null, event: object) -> { text, values, eventId, eventType }:
+// render_write_fields(cfg | null, [field, value, ...]) -> { text, values, eventId, eventType }:
 // outbox_render_write of the event those fields make, in one crossing into the addon (the event
 // and the statement are freed here), for `outbox.write(pgClient, event)`: per write, the calls
 // that build, render, read and free were most of what that path cost on top of the driver.
@@ -287,7 +287,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "statement_param", StatementParam);
     def(env, exports, "statement_params", StatementParams);
     def(env, exports, "statement_json", StatementJson);
-    exports.Set("fields", event_field_names(env));
+    export_event_fields(env, exports);
 }
 
 } // namespace outbox_node

@@ -1,11 +1,12 @@
-// JS values to and from the C API's: events from plain objects, rendered statements as
+// JS values to and from the C API's: event fields and their values, rendered statements as
 // node-postgres queries, node-postgres errors as the facts the library's step machines judge.
 // Marshalling only: what a field, a statement or an error means is the library's.
 #include "common.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <functional>
-#include <unordered_map>
 
 namespace outbox_node {
 namespace {
@@ -27,7 +28,7 @@ std::string camel(const char *name) {
     return out;
 }
 
-// The fields the library lists (outbox_event_field), in its order, by camelCase and by C name.
+// The fields the library lists (outbox_event_field), in its order, by camelCase name.
 const std::vector<std::pair<std::string, Field>> &field_list() {
     static const auto list = [] {
         std::vector<std::pair<std::string, Field>> out;
@@ -41,21 +42,8 @@ const std::vector<std::pair<std::string, Field>> &field_list() {
     return list;
 }
 
-const Field *find_field(const std::string &key) {
-    static const auto index = [] {
-        std::unordered_map<std::string, const Field *> m;
-        for (const auto &[camel_name, f] : field_list()) {
-            m.emplace(camel_name, &f);
-            m.emplace(f.name, &f);
-        }
-        return m;
-    }();
-    auto it = index.find(key);
-    return it != index.end() ? it->second : nullptr;
-}
-
-// One field's value as the text outbox_event_set_n takes.
-std::string field_text(Napi::Env env, const std::string &field, bool json, const Napi::Value &v) {
+// One field's value as the text outbox_event_set_n takes (JSON objects come as text already).
+std::string field_text(Napi::Env env, const std::string &field, const Napi::Value &v) {
     if (v.IsString()) {
         return v.As<Napi::String>().Utf8Value();
     }
@@ -69,12 +57,9 @@ std::string field_text(Napi::Env env, const std::string &field, bool json, const
     if (v.IsNumber() || v.IsBigInt()) {
         return v.ToString().Utf8Value();
     }
-    if (json && v.Type() == napi_object) {
-        Napi::Value text = env.GetInstanceData<AddonData>()->stringify.Call({v});
-        if (text.IsString()) {
-            return text.As<Napi::String>().Utf8Value();
-        }
-    }
+    const auto &fields = field_list();
+    const bool json = std::any_of(fields.begin(), fields.end(),
+                                  [&](const auto &f) { return f.second.json && f.second.name == field; });
     throw type_error(env, "event field '" + field + "' must be a string" + (json ? " or an object" : ""));
 }
 
@@ -131,35 +116,37 @@ Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *pre
     return q;
 }
 
-void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &event) {
-    if (event.Type() != napi_object || event.IsArray()) {
+void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
+    if (!fields.IsArray()) {
         throw type_error(env, "event must be an object like { aggregateType, aggregateId, operation, payload }");
     }
-    Napi::Object o = event.As<Napi::Object>();
-    Napi::Array keys = own_keys(env, o);
+    Napi::Array arr = fields.As<Napi::Array>();
     std::vector<std::pair<std::string, std::string>> texts;
-    for (uint32_t i = 0; i < keys.Length(); ++i) {
-        Napi::Value key = keys.Get(i);
-        Napi::Value v = o.Get(key);
-        if (v.IsUndefined() || v.IsNull()) {
-            continue;
+    for (uint32_t i = 0; i + 1 < arr.Length(); i += 2) {
+        Napi::Value name = arr.Get(i);
+        if (!name.IsString()) {
+            throw type_error(env, "event field names must be strings");
         }
-        const std::string name = key.As<Napi::String>().Utf8Value();
-        const Field *f = find_field(name);
-        const std::string &field = f != nullptr ? f->name : name;
-        texts.emplace_back(field, field_text(env, field, f != nullptr && f->json, v));
+        std::string field = name.As<Napi::String>().Utf8Value();
+        std::string text = field_text(env, field, arr.Get(i + 1));
+        texts.emplace_back(std::move(field), std::move(text));
     }
     for (const auto &[field, text] : texts) {
         check(env, outbox_event_set_n(ev, field.c_str(), text.data(), text.size()));
     }
 }
 
-Napi::Object event_field_names(Napi::Env env) {
-    Napi::Object o = Napi::Object::New(env);
+void export_event_fields(Napi::Env env, Napi::Object exports) {
+    Napi::Object names = Napi::Object::New(env);
+    Napi::Array json = Napi::Array::New(env);
     for (const auto &[camel_name, f] : field_list()) {
-        o.Set(camel_name, f.name);
+        names.Set(camel_name, f.name);
+        if (f.json) {
+            json.Set(json.Length(), f.name);
+        }
     }
-    return o;
+    exports.Set("fields", names);
+    exports.Set("json_fields", json);
 }
 
 DriverFailure::DriverFailure(const Napi::Value &err) {

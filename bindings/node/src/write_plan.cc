@@ -24,7 +24,7 @@ outbox_tx_state tx_of(const Napi::Value &status) {
     return s == "I" ? OUTBOX_TX_IDLE : s == "E" ? OUTBOX_TX_INERROR : OUTBOX_TX_INTRANS;
 }
 
-// write_plan_new(cfg | null, event, pg transaction status, prepared) -> {plan, eventId, eventType, next}
+// write_plan_new(cfg | null, [field, value, ...], pg transaction status, prepared) -> {plan, eventId, eventType, next}
 Napi::Value WritePlanNew(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
