@@ -178,8 +178,8 @@ class Consumer extends Handle {
   }
 
   /**
-   * For each event until stop(): BEGIN, the inbox row, handler(message, client) the first time
-   * only, COMMIT, ack, on options.client, a client from options.pool, or one of its own on pg.url.
+   * For each event until stop(): a transaction with the inbox row and handler(message, client) the
+   * first time only, then ack; on options.client, a client from options.pool, or its own on pg.url.
    */
   async consume(handler, options = {}) {
     if (typeof handler !== 'function') throw typeError('consume needs a handler (message, client) => ...');

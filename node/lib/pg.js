@@ -2,7 +2,7 @@
 // node-postgres: what writes and dedupes on a caller's client need (one connection, not a pool;
 // its transaction state), and the dedupe statement run on it.
 const native = require('./native');
-const { outboxError, typeError } = require('./errors');
+const { typeError } = require('./errors');
 
 const PASS_A_CLIENT = 'pass the pg.Client, or the client from `await pool.connect()`, that ran BEGIN';
 
@@ -24,16 +24,13 @@ function checkClient(client) {
   }
 }
 
-// 'I' idle, 'T' in a transaction, 'E' in a failed one; null when the client cannot say.
+// The client's transaction status ('I', 'T', 'E'), which the addon reads; null when it cannot say.
 const txOf = (client) => (typeof client.getTransactionStatus === 'function' ? client.getTransactionStatus() : null);
 
 /** Records (consumer, event) in the inbox in the client's current transaction. */
 async function dedupeOn(cfg, client, key, prepared) {
   checkClient(client);
-  const query = native.render_dedupe(cfg, key, prepared); // checks the key
-  if (txOf(client) === 'E') {
-    throw outboxError('TRANSACTION', "the caller's transaction is aborted; roll it back before deduplicating");
-  }
+  const query = native.render_dedupe(cfg, key, prepared, txOf(client)); // refuses an aborted transaction
   const res = await client.query(query).catch((e) => {
     throw native.driver_error('outbox dedupe', e); // the library's error for it (outbox_driver_error)
   });

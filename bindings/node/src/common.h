@@ -364,6 +364,11 @@ Napi::Array own_keys(Napi::Env env, const Napi::Object &o);
 // (outbox_event_field); exports.json_fields: the C names whose values are JSON.
 void export_event_fields(Napi::Env env, Napi::Object exports);
 
+// The transaction state for node-postgres' transaction status (getTransactionStatus()): 'I' idle,
+// 'E' aborted; anything else (in a transaction, or a client that cannot say) is taken as in a
+// transaction, where the write plan goes on without a savepoint if there is none after all.
+outbox_tx_state tx_of(const Napi::Value &status);
+
 // What a node-postgres error says: its SQLSTATE, the constraint it names, its message, and (with
 // no SQLSTATE) whether the connection is gone: a network errno, or node-postgres' words for a
 // closed or ended client.

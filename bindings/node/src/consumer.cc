@@ -81,12 +81,17 @@ Napi::Value ConsumerDedupe(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// render_dedupe(cfg | null, key, prepared?) -> {text, values}; given `prepared`, a node-postgres
-// query (rowMode 'array', named when true). No I/O.
+// render_dedupe(cfg | null, key, prepared?, pg transaction status?) -> {text, values}; given
+// `prepared`, a node-postgres query (rowMode 'array', named when true), refused (TRANSACTION) for
+// a client whose transaction is aborted. No I/O.
 Napi::Value RenderDedupe(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
     DedupeKey key(env, info[1]);
+    if (!info[3].IsUndefined() && tx_of(info[3]) == OUTBOX_TX_INERROR) {
+        throw status_error(env, OUTBOX_ERR_TRANSACTION,
+                           "the caller's transaction is aborted; roll it back before deduplicating");
+    }
     outbox_statement *raw = nullptr;
     check(env, outbox_render_dedupe(&raw, cfg != nullptr ? cfg->ptr : nullptr, key.consumer.c_str(),
                                     key.event_id.c_str(), key.type(), key.id(), key.seq));

@@ -149,6 +149,11 @@ void export_event_fields(Napi::Env env, Napi::Object exports) {
     exports.Set("json_fields", json);
 }
 
+outbox_tx_state tx_of(const Napi::Value &status) {
+    const std::string s = status.IsString() ? status.As<Napi::String>().Utf8Value() : std::string();
+    return s == "I" ? OUTBOX_TX_IDLE : s == "E" ? OUTBOX_TX_INERROR : OUTBOX_TX_INTRANS;
+}
+
 DriverFailure::DriverFailure(const Napi::Value &err) {
     std::string code;
     if (err.IsObject()) {

@@ -16,14 +16,6 @@ Napi::Value next_of(Napi::Env env, const node_write_plan *wp) {
     return pg_query(env, st, wp->prepared && step == OUTBOX_WRITE_INSERT ? "outbox_write" : nullptr);
 }
 
-// The write plan's state for node-postgres' transaction status: 'I' idle, 'E' aborted; anything
-// else (in a transaction, or a client that cannot say) is taken as in a transaction, where the
-// plan goes on without a savepoint if there is none after all.
-outbox_tx_state tx_of(const Napi::Value &status) {
-    const std::string s = status.IsString() ? status.As<Napi::String>().Utf8Value() : std::string();
-    return s == "I" ? OUTBOX_TX_IDLE : s == "E" ? OUTBOX_TX_INERROR : OUTBOX_TX_INTRANS;
-}
-
 // write_plan_new(cfg | null, [field, value, ...], pg transaction status, prepared) -> {plan, eventId, eventType, next}
 Napi::Value WritePlanNew(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
