@@ -64,7 +64,7 @@ class LoopClient {
   }
 
   async exec(loop) {
-    const query = native.loop_statement(loop); // and its kind
+    const query = native.loop_statement(loop); // a node-postgres query, with its kind
     try {
       if (!this.client && this.pool) this.client = await this.pool.connect();
       native.loop_exec_done(loop, (await this.client.query(query)).rows[0]);

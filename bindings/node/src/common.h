@@ -357,6 +357,10 @@ Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *pre
 // bigints and booleans as text, anything else a TypeError. Every value is checked before any is set.
 void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &fields);
 
+// A string, number, bigint (as String() gives them) or boolean ("true", "false") as text; false for
+// anything else.
+bool scalar_text(const Napi::Value &v, std::string &out);
+
 // The own enumerable string keys of `o`, as Object.keys() gives them.
 Napi::Array own_keys(Napi::Env env, const Napi::Object &o);
 

@@ -6,20 +6,6 @@
 namespace outbox_node {
 namespace {
 
-// An option's value as the text outbox_config_set takes.
-std::string option_text(Napi::Env env, const std::string &key, const Napi::Value &v) {
-    if (v.IsString()) {
-        return v.As<Napi::String>().Utf8Value();
-    }
-    if (v.IsNumber() || v.IsBigInt()) {
-        return v.ToString().Utf8Value();
-    }
-    if (v.IsBoolean()) {
-        return v.As<Napi::Boolean>().Value() ? "true" : "false";
-    }
-    throw type_error(env, "option '" + key + "' must be a string, number or boolean");
-}
-
 // Sets every key of `options` but those named in `skip` (an array) and those set to undefined.
 void set_options(Napi::Env env, outbox_config *cfg, const Napi::Value &options, const Napi::Value &skip) {
     if (options.Type() != napi_object || options.IsArray()) {
@@ -39,7 +25,11 @@ void set_options(Napi::Env env, outbox_config *cfg, const Napi::Value &options, 
         if (v.IsUndefined() || std::find(skipped.begin(), skipped.end(), key) != skipped.end()) {
             continue;
         }
-        check(env, outbox_config_set(cfg, key.c_str(), option_text(env, key, v).c_str()));
+        std::string text;
+        if (!scalar_text(v, text)) {
+            throw type_error(env, "option '" + key + "' must be a string, number or boolean");
+        }
+        check(env, outbox_config_set(cfg, key.c_str(), text.c_str()));
     }
 }
 

@@ -44,18 +44,13 @@ const std::vector<std::pair<std::string, Field>> &field_list() {
 
 // One field's value as the text outbox_event_set_n takes (JSON objects come as text already).
 std::string field_text(Napi::Env env, const std::string &field, const Napi::Value &v) {
-    if (v.IsString()) {
-        return v.As<Napi::String>().Utf8Value();
+    std::string text;
+    if (scalar_text(v, text)) {
+        return text;
     }
     if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
         auto bytes = v.As<Napi::Uint8Array>();
         return std::string(reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
-    }
-    if (v.IsBoolean()) {
-        return v.As<Napi::Boolean>().Value() ? "true" : "false";
-    }
-    if (v.IsNumber() || v.IsBigInt()) {
-        return v.ToString().Utf8Value();
     }
     const auto &fields = field_list();
     const bool json = std::any_of(fields.begin(), fields.end(),
@@ -90,6 +85,19 @@ std::string string_property(const Napi::Object &o, const char *name) {
 }
 
 } // namespace
+
+bool scalar_text(const Napi::Value &v, std::string &out) {
+    if (v.IsString()) {
+        out = v.As<Napi::String>().Utf8Value();
+    } else if (v.IsNumber() || v.IsBigInt()) {
+        out = v.ToString().Utf8Value();
+    } else if (v.IsBoolean()) {
+        out = v.As<Napi::Boolean>().Value() ? "true" : "false";
+    } else {
+        return false;
+    }
+    return true;
+}
 
 Napi::Array own_keys(Napi::Env env, const Napi::Object &o) {
     napi_value keys = nullptr;
