@@ -17,7 +17,7 @@ function eventFields(event) {
     const value = event[key];
     if (value === undefined || value === null) continue;
     const name = FIELDS[key] || key; // unknown names reach the library: UNKNOWN_KEY
-    const json = JSON_FIELDS.has(name) && typeof value === 'object' && !(value instanceof Uint8Array);
+    const json = typeof value === 'object' && JSON_FIELDS.has(name) && !(value instanceof Uint8Array);
     out.push(name, json ? JSON.stringify(value) : value);
   }
   return out;

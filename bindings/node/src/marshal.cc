@@ -129,8 +129,10 @@ void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
         throw type_error(env, "event must be an object like { aggregateType, aggregateId, operation, payload }");
     }
     Napi::Array arr = fields.As<Napi::Array>();
+    const uint32_t n = arr.Length();
     std::vector<std::pair<std::string, std::string>> texts;
-    for (uint32_t i = 0; i + 1 < arr.Length(); i += 2) {
+    texts.reserve(n / 2);
+    for (uint32_t i = 0; i + 1 < n; i += 2) {
         Napi::Value name = arr.Get(i);
         if (!name.IsString()) {
             throw type_error(env, "event field names must be strings");
