@@ -64,7 +64,7 @@ class LoopClient {
   }
 
   async exec(loop) {
-    const query = native.loop_statement(loop); // a node-postgres query, with its kind
+    const query = native.loop_statement(loop, this.consumer._prepared); // a node-postgres query, with its kind
     try {
       if (!this.client && this.pool) this.client = await this.pool.connect();
       native.loop_exec_done(loop, (await this.client.query(query)).rows[0]);
@@ -119,7 +119,8 @@ class Consumer extends Handle {
     super(native.consumer_new(cfg, name), native.consumer_free, ['INVALID_ARGUMENT', 'the consumer is closed']);
     this.name = name;
     this.queue = native.config_get(cfg, 'consumer.queue') || name;
-    Object.assign(this, { _options: opts, _cfg: cfg, _log: log, _stopping: false, _needsReset: false, _wake: null });
+    Object.assign(this, { _options: opts, _cfg: cfg, _log: log, _prepared: opts.preparedStatements !== false });
+    Object.assign(this, { _stopping: false, _needsReset: false, _wake: null });
     if (log) native.consumer_set_logger(this._h, log);
   }
 
@@ -173,8 +174,8 @@ class Consumer extends Handle {
       return target._op((dbh) => this._op((h) => native.consumer_dedupe_message(dbh, h, msg._h)));
     }
     const { id: eventId, aggregateType, aggregateId, seq } = msg;
-    return dedupeOn(this._cfg, target, { consumer: this.name, eventId, aggregateType, aggregateId, seq },
-      this._options.preparedStatements !== false);
+    const key = { consumer: this.name, eventId, aggregateType, aggregateId, seq };
+    return dedupeOn(this._cfg, target, key, this._prepared);
   }
 
   /**

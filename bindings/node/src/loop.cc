@@ -53,7 +53,8 @@ Napi::Value LoopBlock(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// loop_statement(loop) -> {kind, text, values, rowMode}: a node-postgres query, and which one.
+// loop_statement(loop, prepared?) -> {kind, text, values, rowMode[, name]}: a node-postgres query
+// (the dedupe statement named when prepared: parsed once per connection), and which one.
 Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     int kind = 0;
@@ -61,7 +62,8 @@ Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     if (st == nullptr) {
         throw argument_error(env, "the loop's next action is not exec");
     }
-    Napi::Object q = pg_query(env, st, nullptr);
+    const bool named = info[1].ToBoolean() && kind == OUTBOX_LOOP_SQL_DEDUPE;
+    Napi::Object q = pg_query(env, st, named ? "outbox_dedupe" : nullptr);
     q.Set("kind", Napi::Number::New(env, kind));
     return q;
 }
