@@ -11,12 +11,16 @@ const { outboxError, typeError } = require('./errors');
 
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
 const L = native.loop; // the loop's actions and statements, from outbox.h
+const MESSAGE_KEYS = native.message_keys; // id, eventType, ..., payloadText, seq, body, order, ...
 const reasonOf = (err) => (err && err.message ? err.message : String(err));
 
 class Message {
   /** @private made by Consumer: the event's fields, seq, delivery and body (outbox_message_*) */
   constructor(consumer, handle) {
-    Object.assign(this, native.message_info(handle), { _consumer: consumer, _h: handle, _settled: false });
+    for (let i = 0; i < MESSAGE_KEYS.length; i++) this[MESSAGE_KEYS[i]] = native.message_value(handle, i);
+    this._consumer = consumer;
+    this._h = handle;
+    this._settled = false;
   }
 
   get payload() {
@@ -137,19 +141,15 @@ class Consumer extends Handle {
 
   /** The next event, or null after timeoutMs; rejects with STOPPED after stop(). */
   next(timeoutMs = 1000) {
-    return this._op((h) => native.consumer_next(h, timeoutMs).then((m) => new Message(this, m), (e) => {
-      if (e.code === 'TIMEOUT') return null;
-      throw e;
-    }));
+    const none = (e) => (e.code === 'TIMEOUT' ? null : Promise.reject(e));
+    return this._op((h) => native.consumer_next(h, timeoutMs).then((m) => new Message(this, m), none));
   }
 
   async *[Symbol.asyncIterator]() {
     this._start();
+    const stopped = (e) => (e.code === 'STOPPED' || this._stopping ? false : Promise.reject(e));
     while (!this._stopping && this._closing === null) {
-      const m = await this.next(SLICE_MS).catch((e) => {
-        if (e.code === 'STOPPED' || this._stopping) return false;
-        throw e;
-      });
+      const m = await this.next(SLICE_MS).catch(stopped);
       if (m === false) return;
       if (m) yield m;
     }

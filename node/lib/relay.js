@@ -16,7 +16,7 @@ class Relay extends Handle {
     native.config_free(cfg); // the relay has its copy
     if (log) native.relay_set_logger(this._h, log);
     this._running = null; // run()'s promise
-    this._stops = 0; // stop() calls, so a run() queued before one does not start
+    this._stops = 0; // stop() calls: a run() queued before one does not start
   }
 
   /** One round (outbox_relay_step), outcomes recorded before it resolves with its stats. */

@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 
 namespace outbox_node {
@@ -449,37 +450,67 @@ Napi::Value MessagePreviousSeq(const Napi::CallbackInfo &info) {
         info.Env(), static_cast<double>(outbox_message_previous_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
 }
 
-// message_info(msg) -> what a JS Message carries, in one crossing: the envelope's fields (objects
-// as their exact JSON text), routing key, seq, delivery, the body (a copy), order and previous seq.
-Napi::Value MessageInfo(const Napi::CallbackInfo &info) {
-    Napi::Env env = info.Env();
+// What a JS Message carries: its property, and the envelope field (objects as their exact JSON
+// text) or the reading that gives it. message_keys lists them; message_value(msg, i) reads one (a
+// call a property: creating a JS object in the addon costs more than a JS constructor's stores).
+using MessageRead = Napi::Value (*)(Napi::Env, const outbox_message *);
+struct MessageKey {
+    const char *key;
+    const char *field;
+    MessageRead read;
+};
+const MessageKey kMessageKeys[] = {
+    {"id", "OUTBOX_ID", nullptr},
+    {"eventType", "EVENT_TYPE", nullptr},
+    {"aggregateType", "AGGREGATE_TYPE", nullptr},
+    {"aggregateId", "AGGREGATE_ID", nullptr},
+    {"operation", "OPERATION", nullptr},
+    {"user", "USER", nullptr},
+    {"createdAt", "CREATED_AT", nullptr},
+    {"payloadText", "PAYLOAD", nullptr},
+    {"previousPayloadText", "PREVIOUS_PAYLOAD", nullptr},
+    {"metadataText", "METADATA", nullptr},
+    {"seq", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_seq(m)));
+     }},
+    {"redelivered", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Boolean::New(env, outbox_message_redelivered(m) != 0);
+     }},
+    {"deliveryCount", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_delivery_count(m)));
+     }},
+    {"routingKey", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return str_or_null(env, outbox_message_property(m, "routing_key"));
+     }},
+    {"body", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         size_t len = 0;
+         const char *body = outbox_message_body(m, &len);
+         return Napi::Buffer<char>::Copy(env, body != nullptr ? body : "", body != nullptr ? len : 0);
+     }},
+    {"order", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::String::New(env, name_of(kOrders, outbox_message_order(m)));
+     }},
+    {"previousSeq", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_previous_seq(m)));
+     }},
+};
+
+// message_value(msg, index) -> the value of message_keys[index]
+Napi::Value MessageValue(const Napi::CallbackInfo &info) {
     const outbox_message *m = unwrap<outbox_message>(info, 0, Use::read)->ptr;
-    Napi::Object o = Napi::Object::New(env);
-    const std::pair<const char *, const char *> fields[] = {
-        {"id", "OUTBOX_ID"},
-        {"eventType", "EVENT_TYPE"},
-        {"aggregateType", "AGGREGATE_TYPE"},
-        {"aggregateId", "AGGREGATE_ID"},
-        {"operation", "OPERATION"},
-        {"user", "USER"},
-        {"createdAt", "CREATED_AT"},
-        {"payloadText", "PAYLOAD"},
-        {"previousPayloadText", "PREVIOUS_PAYLOAD"},
-        {"metadataText", "METADATA"},
-    };
-    for (const auto &[key, field] : fields) {
-        o.Set(key, str_or_null(env, outbox_message_field(m, field)));
+    const int64_t i = int64_arg(info, 1, "index");
+    if (i < 0 || i >= static_cast<int64_t>(std::size(kMessageKeys))) {
+        throw type_error(info.Env(), "index is out of range");
     }
-    o.Set("seq", Napi::Number::New(env, static_cast<double>(outbox_message_seq(m))));
-    o.Set("redelivered", Napi::Boolean::New(env, outbox_message_redelivered(m) != 0));
-    o.Set("deliveryCount", Napi::Number::New(env, static_cast<double>(outbox_message_delivery_count(m))));
-    o.Set("routingKey", str_or_null(env, outbox_message_property(m, "routing_key")));
-    size_t len = 0;
-    const char *body = outbox_message_body(m, &len);
-    o.Set("body", Napi::Buffer<char>::Copy(env, body != nullptr ? body : "", body != nullptr ? len : 0));
-    o.Set("order", name_of(kOrders, outbox_message_order(m)));
-    o.Set("previousSeq", Napi::Number::New(env, static_cast<double>(outbox_message_previous_seq(m))));
-    return o;
+    const MessageKey &k = kMessageKeys[i];
+    return k.read != nullptr ? k.read(info.Env(), m) : str_or_null(info.Env(), outbox_message_field(m, k.field));
 }
 
 } // namespace
@@ -511,7 +542,12 @@ void register_consumer(Napi::Env env, Napi::Object exports) {
     def(env, exports, "message_delivery_count", MessageDeliveryCount);
     def(env, exports, "message_order", MessageOrder);
     def(env, exports, "message_previous_seq", MessagePreviousSeq);
-    def(env, exports, "message_info", MessageInfo);
+    def(env, exports, "message_value", MessageValue);
+    Napi::Array keys = Napi::Array::New(env, std::size(kMessageKeys));
+    for (uint32_t i = 0; i < std::size(kMessageKeys); ++i) {
+        keys.Set(i, kMessageKeys[i].key);
+    }
+    exports.Set("message_keys", keys);
 }
 
 } // namespace outbox_node
