@@ -40,6 +40,17 @@ Errc errc_for_sqlstate(std::string_view s) {
     return Errc::database;
 }
 
+Error driver_error(const std::string &context, const std::string &sqlstate, const std::string &message, bool closed) {
+    Errc code = Errc::database;
+    if (!sqlstate.empty()) {
+        code = errc_for_sqlstate(sqlstate);
+    } else if (closed) {
+        code = Errc::connection;
+    }
+    const std::string hint = sqlstate == "25P02" ? "; the caller's transaction is aborted: roll it back first" : "";
+    return Error(code, context + ": " + message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + hint);
+}
+
 Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::string &application_name) {
     // Refused before libpq sees them: a longer string is no connection string, and a NUL would
     // silently cut it short.

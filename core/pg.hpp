@@ -125,6 +125,11 @@ std::optional<ConninfoOptions> parse_conninfo(const std::string &conninfo);
 // Errc for an SQLSTATE (e.g. 23505 -> duplicate, 08xxx -> connection, 42P01 -> schema).
 Errc errc_for_sqlstate(std::string_view sqlstate);
 
+// A caller's driver failed on a statement the library rendered: the library's error for it. The
+// SQLSTATE's status; without one, connection when the driver says its connection is gone, else
+// database. "<context>: <message> (SQLSTATE s)", with a hint for an aborted transaction.
+Error driver_error(const std::string &context, const std::string &sqlstate, const std::string &message, bool closed);
+
 // A connection string with any password removed, for messages and logs.
 std::string redact_conninfo(const std::string &conninfo);
 

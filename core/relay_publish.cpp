@@ -99,16 +99,19 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
             if (round.in_flight.empty() && (!chains_left || !can_publish)) {
                 break;
             }
+            // A broker that blocked publishing (a resource alarm) is waited out on this connection:
+            // a new one would be blocked as well, after letting a message through.
             auto now = Clock::now();
-            if (now >= deadline) {
+            if (now >= deadline && (!blocked_ || stopping())) {
                 break;
             }
             // Block only when nothing more can be sent; otherwise just drain what has arrived.
             const bool more_to_send =
                 can_publish && chains_left && round.in_flight.size() < static_cast<size_t>(cfg_.relay_window);
             int wait_ms =
-                more_to_send
-                    ? 0
+                more_to_send ? 0
+                : now >= deadline
+                    ? 200
                     : static_cast<int>(std::min<int64_t>(
                           200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
             for (std::optional<amqp::Event> ev = mq.wait(wait_ms); ev; ev = mq.wait(0)) {
@@ -124,6 +127,11 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
         // Late confirms would refer to tags of a batch we no longer track: start afresh.
         log(LogLevel::warn, std::to_string(round.in_flight.size()) + " message(s) not confirmed within " +
                                 std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
+        drop_amqp();
+    } else if (round.st.nacked > 0) {
+        // RabbitMQ 3.10 nacks every publish of a channel that first reached a quorum queue while its
+        // leader was lost, for as long as the channel lives; a new channel reaches the new leader.
+        log(LogLevel::info, std::to_string(round.st.nacked) + " message(s) nacked; reopening the RabbitMQ connection");
         drop_amqp();
     }
     return std::nullopt;

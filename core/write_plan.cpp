@@ -11,17 +11,8 @@ const char *const kSavepoint = "SAVEPOINT outbox_write";
 const char *const kRelease = "RELEASE SAVEPOINT outbox_write";
 const char *const kRollbackTo = "ROLLBACK TO SAVEPOINT outbox_write";
 
-// A driver's error as the library's: the status its SQLSTATE maps to (no SQLSTATE: the driver's
-// own error, a lost connection when it says so), with the message callers get from every path.
 Error driver_error(const std::string &sqlstate, const std::string &message, bool closed) {
-    Errc code = Errc::database;
-    if (!sqlstate.empty()) {
-        code = pg::errc_for_sqlstate(sqlstate);
-    } else if (closed) {
-        code = Errc::connection;
-    }
-    const std::string hint = sqlstate == "25P02" ? "; the caller's transaction is aborted: roll it back first" : "";
-    return Error(code, "outbox write: " + message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + hint);
+    return pg::driver_error("outbox write", sqlstate, message, closed);
 }
 
 } // namespace

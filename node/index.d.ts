@@ -152,7 +152,6 @@ export type TxState = 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN';
 /** A configuration and everything done with it. */
 export class Outbox {
   constructor(options?: Options);
-  readonly options: Readonly<Options>;
   /** The configured value of a key (secrets read back as '***'). */
   get(key: string): string;
   renderWrite(event: OutboxEvent): RenderedWrite;
@@ -172,7 +171,6 @@ export class Outbox {
 /** A PostgreSQL connection the library opened. Calls run one at a time, off the main thread. */
 export class Database {
   private constructor();
-  readonly closed: boolean;
   /** SQL without parameters or results: BEGIN, COMMIT, ROLLBACK, DDL. */
   exec(sql: string): Promise<void>;
   /** Writes the event in the connection's current transaction. */
@@ -246,9 +244,8 @@ export class Message {
   readonly body: Buffer;
   order: Order;
   previousSeq: number;
+  /** PAYLOAD parsed */
   readonly payload: any;
-  readonly previousPayload: any;
-  readonly metadata: any;
   /** The body parsed: the documents' envelope. */
   readonly envelope: {
     OUTBOX_ID: string;
@@ -262,7 +259,6 @@ export class Message {
     USER: string | null;
     CREATED_AT: string;
   };
-  readonly settled: boolean;
   field(name: string): string | null;
   property(name: string): string | null;
   ack(): Promise<void>;

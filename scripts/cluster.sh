@@ -24,6 +24,8 @@
 #   rebuild-standby      turns the old primary into the new standby (pg_basebackup) and makes
 #                        replication synchronous again
 #   rabbitmqctl N ARGS   rabbitmqctl for node N;  psql a|b ARGS  psql on server a or b
+# OUTBOX_CLUSTER_SERVICES=rabbitmq: up, down and status leave PostgreSQL out (the RabbitMQ cluster alone,
+# as the consumer tests of scripts/test.sh use it).
 # Ports (override with OUTBOX_CLUSTER_BASE_PORT, default 27000: below the
 # kernel's ephemeral range, so an outgoing connection never holds one): epmd base+1; RabbitMQ node N AMQP
 # base+10N, AMQPS +1, distribution +2, CLI +3..+8; PostgreSQL a base+40, b base+41. Data under
@@ -42,6 +44,8 @@ password=${OUTBOX_RABBIT_PASSWORD:-outbox}
 pg_user=${OUTBOX_PG_USER:-outbox}
 pg_password=${OUTBOX_PG_PASSWORD:-outbox}
 host=${OUTBOX_SERVICES_HOST:-127.0.0.1}
+with_pg=1
+[[ "${OUTBOX_CLUSTER_SERVICES:-rabbitmq pg}" == *pg* ]] || with_pg=0
 log() { outbox_log "$@"; }
 die() { outbox_die "$@"; }
 
@@ -150,6 +154,16 @@ cmd_up() {
         rabbit_node "$n" up >"$cdir/up-rabbit$n.log" 2>&1 &
         pids+=($!)
     done
+    ((with_pg == 0)) || pg_up
+    for n in 0 1 2; do wait "${pids[$n]}" || { cat "$cdir/up-rabbit$((n + 1)).log" >&2; rc=1; }; done
+    ((rc == 0)) || die "rabbitmq: a node did not start"
+    join_nodes
+    ((with_pg == 0)) || pg_replicate
+    log "cluster up in $((SECONDS - start)) s"
+    cmd_env
+}
+
+pg_up() {
     local p s
     p=$(primary)
     s=$(other "$p")
@@ -161,21 +175,21 @@ cmd_up() {
         as_pg sed -i '/^synchronous_standby_names/d' "$cdir/pg-$p/pg/data/postgresql.auto.conf"
     fi
     pg_node "$p" up >"$cdir/up-pg-$p.log" 2>&1 || { cat "$cdir/up-pg-$p.log" >&2; die "pg: $p did not start"; }
-    for n in 0 1 2; do wait "${pids[$n]}" || { cat "$cdir/up-rabbit$((n + 1)).log" >&2; rc=1; }; done
-    ((rc == 0)) || die "rabbitmq: a node did not start"
-    join_nodes
+}
+
+pg_replicate() {
+    local s
+    s=$(other "$(primary)")
     if [[ ! -f "$cdir/pg-$s/pg/data/standby.signal" ]]; then
         make_standby "$s"
     fi
     make_synchronous
-    log "cluster up in $((SECONDS - start)) s"
-    cmd_env
 }
 
 cmd_down() {
     local n s
     for n in 3 2 1; do rabbit_node "$n" down "$@" >/dev/null 2>&1 || log "rabbitmq node $n: down reported errors"; done
-    for s in a b; do pg_node "$s" down "$@" >/dev/null 2>&1 || log "pg $s: down reported errors"; done
+    ((with_pg == 0)) || for s in a b; do pg_node "$s" down "$@" >/dev/null 2>&1 || log "pg $s: down reported errors"; done
     if [[ "${1:-}" == --purge ]]; then rm -rf -- "$cdir"; fi
     log "cluster down"
 }
@@ -206,6 +220,7 @@ cmd_status() {
             python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["running_nodes"])))' 2>/dev/null) && break
     done
     echo "rabbitmq running nodes: ${running:-none reachable}"
+    ((with_pg == 1)) || return "$rc"
     for s in a b; do
         printf 'postgresql %s (port %s): ' "$s" "$(pg_port "$s")"
         if r=$(pg_sql "$s" "SELECT CASE WHEN pg_is_in_recovery() THEN 'standby' ELSE 'primary' END" 2>/dev/null); then

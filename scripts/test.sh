@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite against real, throwaway PostgreSQL and RabbitMQ:
-#   1. installs missing packages, starts the local services
+#   1. installs missing packages, starts the local services (and, for the C++, Python and Node
+#      suites, a 3-node RabbitMQ cluster whose nodes their consumer tests kill: scripts/cluster.sh)
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest), the security
 #      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
 #   3. the installed library: header, pkg-config and CMake package, C example built against it;
@@ -27,7 +28,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,23p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,24p' "$0"; exit 0; fi
 
 # Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
@@ -57,6 +58,8 @@ needs_release=" faults abi valgrind php ctypes "
 needs_asan=" security "
 # Suites that use no PostgreSQL or RabbitMQ.
 no_services=" runner fuzz "
+# Suites whose consumer tests kill a node of a RabbitMQ cluster (tests/support/cluster_node.sh).
+needs_cluster=" cxx python node "
 
 if [[ "${1:-}" == "--list" ]]; then
   for row in "${suite_table[@]}"; do IFS='|' read -r short title _ <<<"$row"; printf '%-10s %s\n' "$short" "$title"; done
@@ -97,7 +100,40 @@ if [[ $want_services == 1 ]]; then
   eval "$("$root/scripts/services.sh" env)"
   export OUTBOX_PG_URL OUTBOX_AMQP_URL
 fi
-cleanup() { if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi; }
+
+# The 3-node RabbitMQ cluster of the consumer tests (scripts/cluster.sh, RabbitMQ alone), started in
+# the background now and awaited before the first suite that uses it; stopped at the end. Its ports
+# are 100 above the fault suite's clusters (OUTBOX_CLUSTER_BASE_PORT, default 27000).
+export OUTBOX_TEST_CLUSTER_DIR=$OUTBOX_RUN_DIR/test-cluster
+export OUTBOX_TEST_CLUSTER_BASE_PORT=${OUTBOX_TEST_CLUSTER_BASE_PORT:-$((${OUTBOX_CLUSTER_BASE_PORT:-27000} + 100))}
+test_cluster() {
+  OUTBOX_CLUSTER_DIR=$OUTBOX_TEST_CLUSTER_DIR OUTBOX_CLUSTER_BASE_PORT=$OUTBOX_TEST_CLUSTER_BASE_PORT \
+    OUTBOX_CLUSTER_SERVICES=rabbitmq "$root/scripts/cluster.sh" "$@"
+}
+cluster_pid=""
+for row in "${selected[@]}"; do
+  if [[ "$needs_cluster" == *" ${row%%|*} "* ]]; then
+    test_cluster up >"$OUTBOX_RUN_DIR/test-cluster-up.log" 2>&1 &
+    cluster_pid=$!
+    break
+  fi
+done
+await_cluster() {
+  [[ -n "$cluster_pid" ]] || return 0
+  if ! wait "$cluster_pid"; then
+    tail -30 "$OUTBOX_RUN_DIR/test-cluster-up.log" >&2
+    outbox_die "the test cluster did not start (scripts/cluster.sh up, log above)"
+  fi
+  cluster_pid=""
+  eval "$(test_cluster env | grep OUTBOX_CLUSTER_AMQP_URL)"
+  export OUTBOX_TEST_CLUSTER_AMQP_URL=$OUTBOX_CLUSTER_AMQP_URL
+}
+
+cleanup() {
+  if [[ -n "$cluster_pid" ]]; then wait "$cluster_pid" || true; fi
+  if [[ -d "$OUTBOX_TEST_CLUSTER_DIR" && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then test_cluster down >/dev/null 2>&1 || true; fi
+  if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi
+}
 trap cleanup EXIT
 
 # shellcheck source=scripts/suite_lib.sh
@@ -120,6 +156,7 @@ fi
 
 for row in "${selected[@]}"; do
   IFS='|' read -r short title limit <<<"$row"
+  if [[ "$needs_cluster" == *" $short "* ]]; then await_cluster; fi
   suite "$title" "$limit" "$suites" "${short}_suite"
 done
 

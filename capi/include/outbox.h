@@ -1004,6 +1004,21 @@ OUTBOX_API outbox_status outbox_write_plan_result(const outbox_write_plan *plan)
  */
 OUTBOX_API outbox_status outbox_status_for_sqlstate(const char *sqlstate);
 /**
+ * The library's error for a caller's driver failing on a statement the library rendered (the dedupe
+ * statement, say), as the write plan gives its own (outbox_write_plan_failed()): the status
+ * outbox_status_for_sqlstate() gives the SQLSTATE; without one, OUTBOX_ERR_CONNECTION when the
+ * driver says its connection is gone, else OUTBOX_ERR_DATABASE. Sets outbox_last_error() to
+ * "<context>: <message> (SQLSTATE <sqlstate>)", with a hint to roll back for an aborted transaction (25P02).
+ * @param context what was being done, e.g. "outbox dedupe"; NULL or "": "outbox".
+ * @param sqlstate the server's SQLSTATE; NULL or "" when the driver has none.
+ * @param message the driver's message (copied); NULL: "".
+ * @param connection_closed non-zero when the driver says its connection is gone.
+ * @return never OUTBOX_OK: OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, or the SQLSTATE's
+ *         (OUTBOX_ERR_DUPLICATE, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_TRANSACTION, OUTBOX_ERR_TIMEOUT, OUTBOX_ERR_NO_MEMORY).
+ */
+OUTBOX_API outbox_status outbox_driver_error(const char *context, const char *sqlstate, const char *message,
+                                             int connection_closed);
+/**
  * The name of the unique constraint on idempotency keys (in the outbox's schema; with storage
  * version 2 the primary key of `<table>_keys`, which keeps version 1's index name): a unique
  * violation (23505) naming this constraint is a reused idempotency key.

@@ -34,6 +34,15 @@ outbox_status outbox_status_for_sqlstate(const char *sqlstate) {
     return static_cast<outbox_status>(static_cast<int>(code));
 }
 
+outbox_status outbox_driver_error(const char *context, const char *sqlstate, const char *message,
+                                  int connection_closed) {
+    return guard([&] {
+        throw outbox::pg::driver_error(context != nullptr && *context != '\0' ? context : "outbox",
+                                       sqlstate != nullptr ? sqlstate : "", message != nullptr ? message : "",
+                                       connection_closed != 0);
+    });
+}
+
 outbox_status outbox_idempotency_index(char **out, const outbox_config *cfg) {
     OUTBOX_REQUIRE(out);
     *out = nullptr;

@@ -287,6 +287,14 @@ test('dedupe with node-postgres: first time, duplicate, stale and gap', async (t
   const late = '01936f3c-8a2e-7c4d-9f1e-2b3c4d5e6f74';
   assert.deepEqual(await unchecked.dedupe(client, { ...key(late, 9), aggregateId: '2' }),
     { firstTime: true, order: 'UNCHECKED', previousSeq: 0 });
+  // An aborted transaction is refused before anything runs; the driver's errors are the library's.
+  await client.query('BEGIN');
+  await assert.rejects(client.query('SELECT 1/0'));
+  await assert.rejects(e.outbox.dedupe(client, key(late, 10)), { code: 'TRANSACTION', message: /roll it back/ });
+  await client.query('ROLLBACK');
+  const missing = new outbox.Outbox({ 'outbox.schema': `${e.schema}_missing` });
+  await assert.rejects(missing.dedupe(client, key(late, 10)),
+    (err) => err.code === 'SCHEMA' && err.message.startsWith('outbox dedupe: ') && err.cause.code === '42P01');
 });
 
 test('relay: every step records its outcomes before it returns', async (t) => {

@@ -8,8 +8,8 @@ const path = require('path');
 const { env, event, pgClient, PG_URL, AMQP_URL } = require('./helpers');
 const { dir } = require('./outbox');
 const native = require(path.join(dir, 'lib', 'native'));
-const { FIELDS } = require(path.join(dir, 'lib', 'event'));
-const { codeForSqlstate } = require(path.join(dir, 'lib', 'errors'));
+const FIELDS = native.fields; // camelCase name -> C name, as the addon maps event objects
+const codeForSqlstate = native.status_for_sqlstate;
 
 test('event fields: the library enumerates them; the typed OutboxEvent names the same ones', () => {
   const names = [];

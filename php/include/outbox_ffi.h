@@ -388,6 +388,9 @@ outbox_status outbox_write_plan_result(const outbox_write_plan *plan);
 
 outbox_status outbox_status_for_sqlstate(const char *sqlstate);
 
+outbox_status outbox_driver_error(const char *context, const char *sqlstate, const char *message,
+                                             int connection_closed);
+
 outbox_status outbox_idempotency_index(char **out, const outbox_config *cfg);
 
 outbox_status outbox_db_open_config(outbox_db **out, const outbox_config *cfg);

@@ -9,12 +9,13 @@
 #   tests/planted/consumer_loop.sh [BUG...]     bugs: db-lost-counted, limit-off-by-one (the loop),
 #                                               write-no-savepoint (the write plan); default: all three
 # The copy starts throwaway services of its own (scripts/services.sh in the copy, its own run
-# directory, ports from OUTBOX_PLANTED_PORT_BASE, default 57300, up to base+29) and stops them after.
+# directory, ports from OUTBOX_PLANTED_PORT_BASE, default 57300, up to base+29; the RabbitMQ cluster of
+# the node-kill tests from base+200) and stops them after.
 # Takes 15-25 minutes per bug on 2 cores (four builds). Exits 0 only when every suite caught
 # every bug. Not part of the test command: run it by hand.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,12p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,13p' "$0"; exit 0; fi
 base=${OUTBOX_PLANTED_PORT_BASE:-57300}
 export OUTBOX_PG_PORT=$base OUTBOX_AMQP_PORT=$((base + 1)) OUTBOX_AMQPS_PORT=$((base + 2))
 export OUTBOX_RABBIT_DIST_PORT=$((base + 3)) OUTBOX_EPMD_PORT=$((base + 4))
@@ -68,6 +69,16 @@ for bug in "${bugs[@]}"; do
   trap '"$src/scripts/services.sh" down >/dev/null 2>&1 || true' EXIT
   eval "$("$src/scripts/services.sh" env)"
   export OUTBOX_PG_URL OUTBOX_AMQP_URL
+  # The RabbitMQ cluster of the suites' node-kill tests, as scripts/test.sh starts it.
+  export OUTBOX_TEST_CLUSTER_DIR=$OUTBOX_RUN_DIR/test-cluster OUTBOX_TEST_CLUSTER_BASE_PORT=$((base + 200))
+  test_cluster() {
+    OUTBOX_CLUSTER_DIR=$OUTBOX_TEST_CLUSTER_DIR OUTBOX_CLUSTER_BASE_PORT=$OUTBOX_TEST_CLUSTER_BASE_PORT \
+      OUTBOX_CLUSTER_SERVICES=rabbitmq "$src/scripts/cluster.sh" "$@"
+  }
+  test_cluster up >"$run_dir/$bug.cluster.log" 2>&1 || { echo "  the test cluster did not start ($run_dir/$bug.cluster.log)"; exit 1; }
+  trap '"$src/scripts/services.sh" down >/dev/null 2>&1 || true; test_cluster down >/dev/null 2>&1 || true' EXIT
+  eval "$(test_cluster env | grep OUTBOX_CLUSTER_AMQP_URL)"
+  export OUTBOX_TEST_CLUSTER_AMQP_URL=$OUTBOX_CLUSTER_AMQP_URL
   for s in cxx_suite python_suite node_suite php_suite; do
     log=$run_dir/$bug.$s.log
     rc=0
@@ -87,6 +98,7 @@ for bug in "${bugs[@]}"; do
     fi
   done
   "$src/scripts/services.sh" down >/dev/null 2>&1 || true
+  test_cluster down >/dev/null 2>&1 || true
 done
 echo "planted bugs: caught $caught time(s), missed $missed time(s)"
 [[ $missed == 0 ]]

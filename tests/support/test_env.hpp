@@ -19,6 +19,11 @@ inline std::string amqp_url() {
     return env_or("OUTBOX_AMQP_URL", "amqp://outbox:outbox@127.0.0.1:56729/%2f");
 }
 
+// The 3-node RabbitMQ cluster scripts/test.sh starts for the consumer tests that kill a node (a URL
+// list; tests/support/cluster_node.sh kills and restarts). Empty when the tests run without it: those
+// tests fail then, saying so.
+inline std::string test_cluster_amqp_url() { return env_or("OUTBOX_TEST_CLUSTER_AMQP_URL", ""); }
+
 // SQL that drops the range partitions of the outbox `table` in `schema` (its events and their
 // receipts, which share bounds), the default partitions kept: for a test that has them made again at
 // another width. Migrate makes them empty.

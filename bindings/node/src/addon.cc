@@ -40,25 +40,17 @@ void register_common(Napi::Env env, Napi::Object exports) {
     }
     exports.Set("status", codes);
     // The C enums a face names, from outbox.h as the addon was compiled against it.
-    auto table = [&](std::initializer_list<std::pair<const char *, int>> items) {
+    auto table = [&](const auto &items) {
         Napi::Object o = Napi::Object::New(env);
-        for (const auto &[name, value] : items) {
-            o.Set(name, Napi::Number::New(env, value));
+        for (const auto &e : items) {
+            o.Set(e.name, Napi::Number::New(env, e.value));
         }
         return o;
     };
     Napi::Object enums = Napi::Object::New(env);
-    enums.Set("tx", table({{"IDLE", OUTBOX_TX_IDLE},
-                           {"ACTIVE", OUTBOX_TX_ACTIVE},
-                           {"INTRANS", OUTBOX_TX_INTRANS},
-                           {"INERROR", OUTBOX_TX_INERROR},
-                           {"UNKNOWN", OUTBOX_TX_UNKNOWN}}));
-    enums.Set("order", table({{"UNCHECKED", OUTBOX_ORDER_UNCHECKED},
-                              {"IN_ORDER", OUTBOX_ORDER_IN_ORDER},
-                              {"STALE", OUTBOX_ORDER_STALE},
-                              {"GAP", OUTBOX_ORDER_GAP}}));
-    enums.Set("migrate",
-              table({{"all", OUTBOX_MIGRATE_ALL}, {"outbox", OUTBOX_MIGRATE_OUTBOX}, {"inbox", OUTBOX_MIGRATE_INBOX}}));
+    enums.Set("tx", table(kTxStates));
+    enums.Set("order", table(kOrders));
+    enums.Set("migrate", table(kMigrateTargets));
     exports.Set("enums", enums);
 }
 

@@ -3,6 +3,9 @@
 // A 1:1, mechanical wrapper over the public C API (capi/include/outbox.h), in the manner of
 // duckdb-node-neo's bindings/: one JS function per C function (the `outbox_` prefix dropped),
 // the idiomatic API lives in node/lib/. Only outbox.h is included, never a core/ header.
+// The marshalling JS would otherwise repeat is done here, once: event field values as text,
+// results and dedupe keys in the JS layer's shape, enum values by name, rendered statements as
+// node-postgres queries and node-postgres errors as the facts the library judges (marshal.cc).
 //
 // - Handles are Napi::External values tagged with a per-type napi_type_tag, so a handle of
 //   another type (or any other JS value) is refused with a TypeError, never dereferenced.
@@ -27,6 +30,37 @@
 #include <vector>
 
 namespace outbox_node {
+
+// ---------------------------------------------------------------- enums
+
+// The names JS sees for the C enums a face names (outbox.h as the addon was compiled against it).
+struct EnumName {
+    const char *name;
+    int value;
+};
+inline constexpr EnumName kTxStates[] = {{"IDLE", OUTBOX_TX_IDLE},
+                                         {"ACTIVE", OUTBOX_TX_ACTIVE},
+                                         {"INTRANS", OUTBOX_TX_INTRANS},
+                                         {"INERROR", OUTBOX_TX_INERROR},
+                                         {"UNKNOWN", OUTBOX_TX_UNKNOWN}};
+inline constexpr EnumName kOrders[] = {{"UNCHECKED", OUTBOX_ORDER_UNCHECKED},
+                                       {"IN_ORDER", OUTBOX_ORDER_IN_ORDER},
+                                       {"STALE", OUTBOX_ORDER_STALE},
+                                       {"GAP", OUTBOX_ORDER_GAP}};
+inline constexpr EnumName kMigrateTargets[] = {
+    {"all", OUTBOX_MIGRATE_ALL}, {"outbox", OUTBOX_MIGRATE_OUTBOX}, {"inbox", OUTBOX_MIGRATE_INBOX}};
+inline constexpr EnumName kLogLevels[] = {
+    {"debug", OUTBOX_LOG_DEBUG}, {"info", OUTBOX_LOG_INFO}, {"warn", OUTBOX_LOG_WARN}, {"error", OUTBOX_LOG_ERROR}};
+
+// The name of `value` in `table`, or the table's first name.
+template <size_t N> const char *name_of(const EnumName (&table)[N], int value) {
+    for (const auto &e : table) {
+        if (e.value == value) {
+            return e.name;
+        }
+    }
+    return table[0].name;
+}
 
 // ---------------------------------------------------------------- errors
 
@@ -86,7 +120,8 @@ struct TsfnGate {
 };
 
 // Log sink for relay/consumer loggers: C callbacks arrive on worker threads and are forwarded
-// to a JS function through a thread-safe function that does not keep the event loop alive.
+// to a JS function (level name, message) through a thread-safe function that does not keep the
+// event loop alive.
 struct LogSink {
     Napi::ThreadSafeFunction tsfn;
     std::shared_ptr<TsfnGate> gate = std::make_shared<TsfnGate>();
@@ -143,6 +178,7 @@ OUTBOX_NODE_HANDLE(outbox_loop, "outbox_loop", outbox_loop_free, 0x3b0f6a1d9c2e4
 struct node_write_plan {
     outbox_event *ev = nullptr;
     outbox_write_plan *plan = nullptr;
+    bool prepared = false; // the INSERT as a named (prepared) statement
 };
 inline void node_write_plan_free(node_write_plan *p) {
     if (p != nullptr) {
@@ -244,24 +280,27 @@ inline std::string opt_str_arg(const Napi::CallbackInfo &info, size_t index, con
     return has ? str_arg(info, index, what) : std::string();
 }
 
-inline int64_t int64_arg(const Napi::CallbackInfo &info, size_t index, const char *what) {
-    Napi::Value v = info[index];
+inline int64_t int64_of(const Napi::Value &v, const char *what) {
     if (v.IsBigInt()) {
         bool lossless = false;
         int64_t r = v.As<Napi::BigInt>().Int64Value(&lossless);
         if (!lossless) {
-            throw type_error(info.Env(), std::string(what) + " is out of the int64 range");
+            throw type_error(v.Env(), std::string(what) + " is out of the int64 range");
         }
         return r;
     }
     if (!v.IsNumber()) {
-        throw type_error(info.Env(), std::string(what) + " must be a number");
+        throw type_error(v.Env(), std::string(what) + " must be a number");
     }
     double d = v.As<Napi::Number>().DoubleValue();
     if (!(d >= -9007199254740991.0 && d <= 9007199254740991.0) || d != static_cast<double>(static_cast<int64_t>(d))) {
-        throw type_error(info.Env(), std::string(what) + " must be an integer");
+        throw type_error(v.Env(), std::string(what) + " must be an integer");
     }
     return static_cast<int64_t>(d);
+}
+
+inline int64_t int64_arg(const Napi::CallbackInfo &info, size_t index, const char *what) {
+    return int64_of(info[index], what);
 }
 
 inline Napi::Value str_or_null(Napi::Env env, const char *s) {
@@ -305,6 +344,42 @@ class TextRow {
     std::vector<std::string> texts_;
     std::vector<bool> nulls_;
     std::vector<const char *> ptrs_;
+};
+
+// ---------------------------------------------------------------- JS values (marshal.cc)
+
+// A statement as a node-postgres query: { text, values, rowMode: 'array' }, named when `prefix`
+// is given (prefix_<hash of the text>: node-postgres then prepares it once per connection).
+Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *prefix);
+
+// Sets an event's fields, [C name, value, ...] (node/lib's eventFields: the JSON fields' objects
+// as JSON text), on `ev` (outbox_event_set_n): strings and Uint8Arrays as they are, numbers,
+// bigints and booleans as text, anything else a TypeError. Every value is checked before any is set.
+void set_event(Napi::Env env, outbox_event *ev, const Napi::Value &fields);
+
+// A string, number, bigint (as String() gives them) or boolean ("true", "false") as text; false for
+// anything else.
+bool scalar_text(const Napi::Value &v, std::string &out);
+
+// The own enumerable string keys of `o`, as Object.keys() gives them.
+Napi::Array own_keys(Napi::Env env, const Napi::Object &o);
+
+// exports.fields: camelCase name -> C name of every event field, in the library's order
+// (outbox_event_field); exports.json_fields: the C names whose values are JSON.
+void export_event_fields(Napi::Env env, Napi::Object exports);
+
+// The transaction state for node-postgres' transaction status (getTransactionStatus()): 'I' idle,
+// 'E' aborted; anything else (in a transaction, or a client that cannot say) is taken as in a
+// transaction, where the write plan goes on without a savepoint if there is none after all.
+outbox_tx_state tx_of(const Napi::Value &status);
+
+// What a node-postgres error says: its SQLSTATE, the constraint it names, its message, and (with
+// no SQLSTATE) whether the connection is gone: a network errno, or node-postgres' words for a
+// closed or ended client.
+struct DriverFailure {
+    std::string sqlstate, constraint, message;
+    bool closed = false;
+    explicit DriverFailure(const Napi::Value &err);
 };
 
 // ---------------------------------------------------------------- workers
@@ -421,9 +496,10 @@ template <typename T, typename SetFn> void set_logger(const Napi::CallbackInfo &
                 return;
             }
             try {
-                fn.Call({Napi::Number::New(e, owned->level), Napi::String::New(e, owned->message)});
+                fn.Call(
+                    {Napi::String::New(e, name_of(kLogLevels, owned->level)), Napi::String::New(e, owned->message)});
             } catch (const Napi::Error &) {
-                // the JS layer's logger never throws; this is a terminating environment
+                // a logger must not break the relay or consumer (or a terminating environment)
             }
         });
         if (st != napi_ok) {
@@ -448,8 +524,6 @@ void register_relay(Napi::Env env, Napi::Object exports);
 void register_consumer(Napi::Env env, Napi::Object exports);
 void register_loop(Napi::Env env, Napi::Object exports);
 void register_write_plan(Napi::Env env, Napi::Object exports);
-// Sets every field of an array [field, value, ...] on `ev` (values strings or Uint8Arrays).
-void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields);
 
 inline void def(Napi::Env env, Napi::Object exports, const char *name, Napi::Function::Callback fn) {
     exports.Set(name, Napi::Function::New(env, fn, name));

@@ -1,14 +1,49 @@
 // outbox_config_*: options by key.
 #include "common.h"
 
+#include <algorithm>
+
 namespace outbox_node {
 namespace {
 
-// config_new() -> outbox_config
+// Sets every key of `options` but those named in `skip` (an array) and those set to undefined.
+void set_options(Napi::Env env, outbox_config *cfg, const Napi::Value &options, const Napi::Value &skip) {
+    if (options.Type() != napi_object || options.IsArray()) {
+        throw type_error(env, "options must be an object of configuration keys");
+    }
+    std::vector<std::string> skipped;
+    if (skip.IsArray()) {
+        for (uint32_t i = 0; i < skip.As<Napi::Array>().Length(); ++i) {
+            skipped.push_back(skip.As<Napi::Array>().Get(i).ToString().Utf8Value());
+        }
+    }
+    Napi::Object o = options.As<Napi::Object>();
+    Napi::Array keys = own_keys(env, o);
+    for (uint32_t i = 0; i < keys.Length(); ++i) {
+        const std::string key = keys.Get(i).ToString().Utf8Value();
+        Napi::Value v = o.Get(key);
+        if (v.IsUndefined() || std::find(skipped.begin(), skipped.end(), key) != skipped.end()) {
+            continue;
+        }
+        std::string text;
+        if (!scalar_text(v, text)) {
+            throw type_error(env, "option '" + key + "' must be a string, number or boolean");
+        }
+        check(env, outbox_config_set(cfg, key.c_str(), text.c_str()));
+    }
+}
+
+// config_new(options?: object, skip?: string[]) -> outbox_config holding the options' keys
+// (outbox_config_set each: UNKNOWN_KEY, INVALID_ARGUMENT as the library says).
 Napi::Value ConfigNew(const Napi::CallbackInfo &info) {
-    outbox_config *cfg = nullptr;
-    check(info.Env(), outbox_config_new(&cfg));
-    return wrap(info.Env(), cfg);
+    Napi::Env env = info.Env();
+    outbox_config *raw = nullptr;
+    check(env, outbox_config_new(&raw));
+    std::unique_ptr<outbox_config, void (*)(outbox_config *)> cfg(raw, outbox_config_free);
+    if (!info[0].IsUndefined() && !info[0].IsNull()) {
+        set_options(env, cfg.get(), info[0], info[1]);
+    }
+    return wrap(env, cfg.release());
 }
 
 Napi::Value ConfigFree(const Napi::CallbackInfo &info) {
@@ -97,6 +132,26 @@ Napi::Value StatusForSqlstate(const Napi::CallbackInfo &info) {
     return Napi::String::New(info.Env(), outbox_status_name(st));
 }
 
+// driver_error(context, error of node-postgres) -> the library's error for it (outbox_driver_error),
+// its `cause` the driver's; an OutboxError is returned as it is.
+Napi::Value DriverError(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
+    const std::string context = str_arg(info, 0, "context");
+    if (!info[1].IsObject()) {
+        throw type_error(env, "error must be an object");
+    }
+    auto *data = env.GetInstanceData<AddonData>();
+    if (!data->error_class.IsEmpty() && info[1].As<Napi::Object>().InstanceOf(data->error_class.Value())) {
+        return info[1];
+    }
+    const DriverFailure f(info[1]);
+    const outbox_status st =
+        outbox_driver_error(context.c_str(), f.sqlstate.c_str(), f.message.c_str(), f.closed ? 1 : 0);
+    Napi::Error e = status_error(env, st, outbox_last_error());
+    e.Set("cause", info[1]);
+    return e.Value();
+}
+
 // idempotency_index(cfg | null) -> the idempotency key's unique index name
 Napi::Value IdempotencyIndex(const Napi::CallbackInfo &info) {
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
@@ -118,6 +173,7 @@ void register_config(Napi::Env env, Napi::Object exports) {
     def(env, exports, "config_from_env", ConfigFromEnv);
     def(env, exports, "event_field", EventField);
     def(env, exports, "status_for_sqlstate", StatusForSqlstate);
+    def(env, exports, "driver_error", DriverError);
     def(env, exports, "idempotency_index", IdempotencyIndex);
 }
 

@@ -1,36 +1,60 @@
 // Consumers: outbox_consumer_dedupe / outbox_render_dedupe / outbox_inbox_purge (the inbox),
-// outbox_consumer_* (the consumer runtime) and outbox_message_*.
+// outbox_consumer_* (the consumer runtime) and outbox_message_*. Dedupe keys and results as the
+// JS layer has them ({ consumer, eventId, ... }, { firstTime, order, previousSeq }).
 #include "common.h"
 
+#include <cstdlib>
+#include <iterator>
 #include <optional>
 
 namespace outbox_node {
 namespace {
 
+// What a dedupe found, as the JS layer gives it: {firstTime, order: 'IN_ORDER' | ..., previousSeq}.
 Napi::Object dedupe_object(Napi::Env env, const outbox_dedupe_result &r) {
     Napi::Object o = Napi::Object::New(env);
-    o.Set("first_time", Napi::Boolean::New(env, r.first_time != 0));
-    o.Set("order", Napi::Number::New(env, r.order));
-    o.Set("previous_seq", Napi::Number::New(env, static_cast<double>(r.previous_seq)));
+    o.Set("firstTime", Napi::Boolean::New(env, r.first_time != 0));
+    o.Set("order", name_of(kOrders, r.order));
+    o.Set("previousSeq", Napi::Number::New(env, static_cast<double>(r.previous_seq)));
     return o;
 }
 
-// The (consumer, event id, aggregate type, aggregate id, seq) arguments starting at `first`.
+// A dedupe key from its object: { consumer, eventId, aggregateType?, aggregateId?, seq? } (the
+// aggregate's type and id as text, seq 0 when absent).
 struct DedupeKey {
-    bool has_type = false, has_id = false; // declared first: the string initialisers set them
+    bool has_type = false, has_id = false;
     std::string consumer, event_id, aggregate_type, aggregate_id;
     int64_t seq = 0;
-    DedupeKey(const Napi::CallbackInfo &info, size_t first)
-        : consumer(str_arg(info, first, "consumer")), event_id(str_arg(info, first + 1, "event_id")),
-          aggregate_type(opt_str_arg(info, first + 2, "aggregate_type", has_type)),
-          aggregate_id(opt_str_arg(info, first + 3, "aggregate_id", has_id)),
-          seq(info[first + 4].IsUndefined() || info[first + 4].IsNull() ? 0 : int64_arg(info, first + 4, "seq")) {}
+    DedupeKey(Napi::Env env, const Napi::Value &key) {
+        if (key.Type() != napi_object) {
+            throw type_error(env,
+                             "dedupe key must be an object { consumer, eventId, aggregateType?, aggregateId?, seq? }");
+        }
+        Napi::Object o = key.As<Napi::Object>();
+        consumer = text(o.Get("consumer"), "consumer");
+        event_id = text(o.Get("eventId"), "event_id");
+        aggregate_type = optional_text(o.Get("aggregateType"), has_type);
+        aggregate_id = optional_text(o.Get("aggregateId"), has_id);
+        Napi::Value s = o.Get("seq");
+        seq = s.IsUndefined() || s.IsNull() ? 0 : int64_of(s, "seq");
+    }
     const char *type() const { return has_type ? aggregate_type.c_str() : nullptr; }
     const char *id() const { return has_id ? aggregate_id.c_str() : nullptr; }
+
+  private:
+    static std::string text(const Napi::Value &v, const char *what) {
+        if (!v.IsString()) {
+            throw type_error(v.Env(), std::string(what) + " must be a string");
+        }
+        return v.As<Napi::String>().Utf8Value();
+    }
+    static std::string optional_text(const Napi::Value &v, bool &has) {
+        has = !(v.IsUndefined() || v.IsNull());
+        return has ? v.ToString().Utf8Value() : std::string();
+    }
 };
 
-// consumer_dedupe(db, consumer, event_id, aggregate_type | null, aggregate_id | null, seq)
-//   -> Promise<{first_time, order, previous_seq}>
+// consumer_dedupe(db, key) -> Promise<{firstTime, order, previousSeq}>
 class DedupeWorker : public Worker {
   public:
     DedupeWorker(Napi::Env env, outbox_db *db, DedupeKey key)
@@ -53,42 +77,61 @@ class DedupeWorker : public Worker {
 
 Napi::Value ConsumerDedupe(const Napi::CallbackInfo &info) {
     auto *db = unwrap<outbox_db>(info, 0);
-    auto *w = new DedupeWorker(info.Env(), db->ptr, DedupeKey(info, 1));
+    auto *w = new DedupeWorker(info.Env(), db->ptr, DedupeKey(info.Env(), info[1]));
     w->hold(info[0], db);
     return w->start();
 }
 
-// render_dedupe(cfg | null, consumer, event_id, aggregate_type | null, aggregate_id | null, seq)
-//   -> outbox_statement; no I/O.
+// render_dedupe(cfg | null, key, prepared?, pg transaction status?) -> {text, values}; given
+// `prepared`, a node-postgres query (rowMode 'array', named when true), refused (TRANSACTION) for
+// a client whose transaction is aborted. No I/O.
 Napi::Value RenderDedupe(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
-    DedupeKey key(info, 1);
-    outbox_statement *st = nullptr;
-    check(info.Env(), outbox_render_dedupe(&st, cfg != nullptr ? cfg->ptr : nullptr, key.consumer.c_str(),
-                                           key.event_id.c_str(), key.type(), key.id(), key.seq));
-    return wrap(info.Env(), st);
+    DedupeKey key(env, info[1]);
+    if (!info[3].IsUndefined() && tx_of(info[3]) == OUTBOX_TX_INERROR) {
+        throw status_error(env, OUTBOX_ERR_TRANSACTION,
+                           "the caller's transaction is aborted; roll it back before deduplicating");
+    }
+    outbox_statement *raw = nullptr;
+    check(env, outbox_render_dedupe(&raw, cfg != nullptr ? cfg->ptr : nullptr, key.consumer.c_str(),
+                                    key.event_id.c_str(), key.type(), key.id(), key.seq));
+    std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
+    if (!info[2].IsUndefined()) {
+        return pg_query(env, st.get(), info[2].ToBoolean() ? "outbox_dedupe" : nullptr);
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("text", str_or_null(env, outbox_statement_sql(st.get())));
+    o.Set("values", statement_values(env, st.get()));
+    return o;
 }
 
-// dedupe_interpret(cfg | null, aggregate_type | null, aggregate_id | null, seq, first_time, previous_seq | null)
-//   -> {first_time, order, previous_seq}: what a rendered dedupe statement's row means
-//   (outbox_dedupe_interpret), so node-postgres callers get the library's order check.
+// dedupe_interpret(cfg | null, key, row) -> {firstTime, order, previousSeq}: what the rendered
+// dedupe statement's row (first_time, previous seq) means (outbox_dedupe_interpret), so
+// node-postgres callers get the library's order check.
 Napi::Value DedupeInterpret(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
-    bool has_type = false;
-    bool has_id = false;
-    const std::string type = opt_str_arg(info, 1, "aggregate_type", has_type);
-    const std::string id = opt_str_arg(info, 2, "aggregate_id", has_id);
-    const int64_t seq = info[3].IsUndefined() || info[3].IsNull() ? 0 : int64_arg(info, 3, "seq");
-    if (!info[4].IsBoolean()) {
-        throw type_error(info.Env(), "first_time must be a boolean");
+    DedupeKey key(env, info[1]);
+    if (!info[2].IsArray() || info[2].As<Napi::Array>().Length() < 2) {
+        throw status_error(env, OUTBOX_ERR_INTERNAL, "outbox dedupe: the inbox statement returned no row");
     }
-    const int64_t previous = info[5].IsUndefined() || info[5].IsNull() ? -1 : int64_arg(info, 5, "previous_seq");
+    Napi::Array row = info[2].As<Napi::Array>();
+    Napi::Value first = row.Get(0U);
+    Napi::Value previous = row.Get(1U);
+    const bool first_time = (first.IsBoolean() && first.As<Napi::Boolean>().Value()) ||
+                            (first.IsString() && first.As<Napi::String>().Utf8Value() == "t");
+    int64_t prev = -1;
+    if (previous.IsString()) {
+        prev = std::strtoll(previous.As<Napi::String>().Utf8Value().c_str(), nullptr, 10);
+    } else if (!previous.IsUndefined() && !previous.IsNull()) {
+        prev = int64_of(previous, "previous_seq");
+    }
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
-    check(info.Env(), outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr,
-                                              has_type ? type.c_str() : nullptr, has_id ? id.c_str() : nullptr, seq,
-                                              info[4].As<Napi::Boolean>().Value() ? 1 : 0, previous));
-    return dedupe_object(info.Env(), r);
+    check(env, outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr, key.type(), key.id(), key.seq,
+                                       first_time ? 1 : 0, prev));
+    return dedupe_object(env, r);
 }
 
 // inbox_purge(db, older_than_s, batch) -> Promise<deleted>
@@ -407,6 +450,69 @@ Napi::Value MessagePreviousSeq(const Napi::CallbackInfo &info) {
         info.Env(), static_cast<double>(outbox_message_previous_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
 }
 
+// What a JS Message carries: its property, and the envelope field (objects as their exact JSON
+// text) or the reading that gives it. message_keys lists them; message_value(msg, i) reads one (a
+// call a property: creating a JS object in the addon costs more than a JS constructor's stores).
+using MessageRead = Napi::Value (*)(Napi::Env, const outbox_message *);
+struct MessageKey {
+    const char *key;
+    const char *field;
+    MessageRead read;
+};
+const MessageKey kMessageKeys[] = {
+    {"id", "OUTBOX_ID", nullptr},
+    {"eventType", "EVENT_TYPE", nullptr},
+    {"aggregateType", "AGGREGATE_TYPE", nullptr},
+    {"aggregateId", "AGGREGATE_ID", nullptr},
+    {"operation", "OPERATION", nullptr},
+    {"user", "USER", nullptr},
+    {"createdAt", "CREATED_AT", nullptr},
+    {"payloadText", "PAYLOAD", nullptr},
+    {"previousPayloadText", "PREVIOUS_PAYLOAD", nullptr},
+    {"metadataText", "METADATA", nullptr},
+    {"seq", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_seq(m)));
+     }},
+    {"redelivered", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Boolean::New(env, outbox_message_redelivered(m) != 0);
+     }},
+    {"deliveryCount", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_delivery_count(m)));
+     }},
+    {"routingKey", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return str_or_null(env, outbox_message_property(m, "routing_key"));
+     }},
+    {"body", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         size_t len = 0;
+         const char *body = outbox_message_body(m, &len);
+         return Napi::Buffer<char>::Copy(env, body != nullptr ? body : "", body != nullptr ? len : 0);
+     }},
+    {"order", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::String::New(env, name_of(kOrders, outbox_message_order(m)));
+     }},
+    {"previousSeq", nullptr,
+     [](Napi::Env env, const outbox_message *m) -> Napi::Value {
+         return Napi::Number::New(env, static_cast<double>(outbox_message_previous_seq(m)));
+     }},
+};
+
+// message_value(msg, index) -> the value of message_keys[index]
+Napi::Value MessageValue(const Napi::CallbackInfo &info) {
+    const outbox_message *m = unwrap<outbox_message>(info, 0, Use::read)->ptr;
+    const int64_t i = int64_arg(info, 1, "index");
+    if (i < 0 || i >= static_cast<int64_t>(std::size(kMessageKeys))) {
+        throw type_error(info.Env(), "index is out of range");
+    }
+    const MessageKey &k = kMessageKeys[i];
+    return k.read != nullptr ? k.read(info.Env(), m) : str_or_null(info.Env(), outbox_message_field(m, k.field));
+}
+
 } // namespace
 
 void register_consumer(Napi::Env env, Napi::Object exports) {
@@ -436,6 +542,12 @@ void register_consumer(Napi::Env env, Napi::Object exports) {
     def(env, exports, "message_delivery_count", MessageDeliveryCount);
     def(env, exports, "message_order", MessageOrder);
     def(env, exports, "message_previous_seq", MessagePreviousSeq);
+    def(env, exports, "message_value", MessageValue);
+    Napi::Array keys = Napi::Array::New(env, std::size(kMessageKeys));
+    for (uint32_t i = 0; i < std::size(kMessageKeys); ++i) {
+        keys.Set(i, kMessageKeys[i].key);
+    }
+    exports.Set("message_keys", keys);
 }
 
 } // namespace outbox_node

@@ -56,18 +56,35 @@ class ExecWorker : public Worker {
     std::string sql_;
 };
 
-Napi::Value DbExec(const Napi::CallbackInfo &info) {
+Napi::Value exec_on(const Napi::CallbackInfo &info, std::string sql) {
     auto *h = unwrap<outbox_db>(info, 0);
-    std::string sql = str_arg(info, 1, "sql");
     auto *w = new ExecWorker(info.Env(), h->ptr, std::move(sql));
     w->hold(info[0], h);
     return w->start();
 }
 
-// db_tx_state(db) -> number (OUTBOX_TX_*); no I/O.
+Napi::Value DbExec(const Napi::CallbackInfo &info) {
+    unwrap<outbox_db>(info, 0); // a bad handle before a bad statement
+    return exec_on(info, str_arg(info, 1, "sql"));
+}
+
+// db_begin(db), db_commit(db), db_rollback(db) -> Promise<void>: the transaction of Database#transaction.
+Napi::Value DbBegin(const Napi::CallbackInfo &info) {
+    return exec_on(info, "BEGIN");
+}
+
+Napi::Value DbCommit(const Napi::CallbackInfo &info) {
+    return exec_on(info, "COMMIT");
+}
+
+Napi::Value DbRollback(const Napi::CallbackInfo &info) {
+    return exec_on(info, "ROLLBACK");
+}
+
+// db_tx_state(db) -> 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' (outbox_tx_state); no I/O.
 Napi::Value DbTxState(const Napi::CallbackInfo &info) {
     auto *h = unwrap<outbox_db>(info, 0);
-    return Napi::Number::New(info.Env(), outbox_db_tx_state(h->ptr));
+    return Napi::String::New(info.Env(), name_of(kTxStates, outbox_db_tx_state(h->ptr)));
 }
 
 // migrate(db, target: 0 all | 1 outbox | 2 inbox) -> Promise<version>
@@ -100,6 +117,9 @@ void register_db(Napi::Env env, Napi::Object exports) {
     def(env, exports, "db_open", DbOpen);
     def(env, exports, "db_close", DbClose);
     def(env, exports, "db_exec", DbExec);
+    def(env, exports, "db_begin", DbBegin);
+    def(env, exports, "db_commit", DbCommit);
+    def(env, exports, "db_rollback", DbRollback);
     def(env, exports, "db_tx_state", DbTxState);
     def(env, exports, "migrate", Migrate);
 }

@@ -83,8 +83,17 @@ Napi::Value Write(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// write_fields(db, [field, value, field, value, ...]) -> Promise<{eventId, eventType, seq}>: the
-// event built, written and freed in one call, for `await db.write(event)`. One crossing into the
+// The result of a written event: {eventId, eventType, seq}.
+Napi::Object written(Napi::Env env, const outbox_event *ev) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("eventId", str_or_null(env, outbox_event_id(ev)));
+    o.Set("eventType", str_or_null(env, outbox_event_type(ev)));
+    o.Set("seq", Napi::Number::New(env, static_cast<double>(outbox_event_seq(ev))));
+    return o;
+}
+
+// write_fields(db, [field, value, ...]) -> Promise<{eventId, eventType, seq}>: the event built
+// (set_event), written and freed in one call, for `await db.write(event)`. One crossing into the
 // addon instead of one per field, id, type, seq and free, and one promise instead of an async
 // function around the write: that main-thread work is what a per-write await pays on top of C.
 class WriteFieldsWorker : public Worker {
@@ -94,13 +103,7 @@ class WriteFieldsWorker : public Worker {
 
   protected:
     outbox_status run() override { return outbox_write(db_, ev_); }
-    Napi::Value result(Napi::Env env) override {
-        Napi::Object o = Napi::Object::New(env);
-        o.Set("eventId", str_or_null(env, outbox_event_id(ev_)));
-        o.Set("eventType", str_or_null(env, outbox_event_type(ev_)));
-        o.Set("seq", Napi::Number::New(env, static_cast<double>(outbox_event_seq(ev_))));
-        return o;
-    }
+    Napi::Value result(Napi::Env env) override { return written(env, ev_); }
 
   private:
     outbox_db *db_;
@@ -117,53 +120,29 @@ struct OwnedEvent {
     outbox_event *release() { return std::exchange(ev, nullptr); }
 };
 
-// Sets every field of `arr` ([field, value, field, value, ...], values strings or Uint8Arrays)
-// on `ev`, through outbox_event_set_n (so the library sees a NUL or raw bytes as they are).
-void set_fields_impl(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
-    if (!fields.IsArray()) {
-        throw type_error(env, "argument 2 must be an array of field names and values");
-    }
-    Napi::Array arr = fields.As<Napi::Array>();
-    std::string field, value;
-    for (uint32_t i = 0; i + 1 < arr.Length(); i += 2) {
-        Napi::Value f = arr.Get(i);
-        Napi::Value v = arr.Get(i + 1);
-        if (!f.IsString()) {
-            throw type_error(env, "field names must be strings");
-        }
-        field = f.As<Napi::String>().Utf8Value();
-        outbox_status st;
-        if (v.IsString()) {
-            value = v.As<Napi::String>().Utf8Value();
-            st = outbox_event_set_n(ev, field.c_str(), value.data(), value.size());
-        } else if (v.IsTypedArray() && v.As<Napi::TypedArray>().TypedArrayType() == napi_uint8_array) {
-            auto bytes = v.As<Napi::Uint8Array>();
-            st =
-                outbox_event_set_n(ev, field.c_str(), reinterpret_cast<const char *>(bytes.Data()), bytes.ByteLength());
-        } else {
-            throw type_error(env, "value of event field '" + field + "' must be a string or a Uint8Array");
-        }
-        check(env, st);
-    }
-}
-
 Napi::Value WriteFields(const Napi::CallbackInfo &info) {
     auto *db = unwrap<outbox_db>(info, 0);
     OwnedEvent owned;
     check(info.Env(), outbox_event_new(&owned.ev));
-    set_fields_impl(info.Env(), owned.ev, info[1]);
+    set_event(info.Env(), owned.ev, info[1]);
     auto *w = new WriteFieldsWorker(info.Env(), db->ptr, owned.release()); // the worker frees it
     w->hold(info[0], db);
     return w->start();
 }
 
-// write_each(db, [ev, ...]) -> Promise<void>: outbox_write for each event in order, on one worker
-// thread (one thread hop for a batch). Stops at the first failure: the error carries `index`, the
-// events before it are written (in the caller's transaction, which decides).
-class WriteEachWorker : public Worker {
+// write_many(db, [[field, value, ...], ...]) -> Promise<[{eventId, eventType, seq}, ...]>: outbox_write
+// for each event in order, on one worker thread (one thread hop for a batch). Stops at the first
+// failure, building or writing: the error carries `index`, the events before it are written (in
+// the caller's transaction, which decides).
+class WriteManyWorker : public Worker {
   public:
-    WriteEachWorker(Napi::Env env, outbox_db *db, std::vector<outbox_event *> evs)
+    WriteManyWorker(Napi::Env env, outbox_db *db, std::vector<outbox_event *> evs)
         : Worker(env, "outbox_write"), db_(db), evs_(std::move(evs)) {}
+    ~WriteManyWorker() override {
+        for (outbox_event *ev : evs_) {
+            outbox_event_free(ev);
+        }
+    }
 
   protected:
     outbox_status run() override {
@@ -175,6 +154,13 @@ class WriteEachWorker : public Worker {
         }
         return OUTBOX_OK;
     }
+    Napi::Value result(Napi::Env env) override {
+        Napi::Array out = Napi::Array::New(env, evs_.size());
+        for (size_t i = 0; i < evs_.size(); ++i) {
+            out.Set(static_cast<uint32_t>(i), written(env, evs_[i]));
+        }
+        return out;
+    }
     void annotate(Napi::Error &e) override { e.Set("index", Napi::Number::New(e.Env(), static_cast<double>(failed_))); }
 
   private:
@@ -183,31 +169,31 @@ class WriteEachWorker : public Worker {
     size_t failed_ = 0;
 };
 
-Napi::Value WriteEach(const Napi::CallbackInfo &info) {
+Napi::Value WriteMany(const Napi::CallbackInfo &info) {
+    Napi::Env env = info.Env();
     auto *db = unwrap<outbox_db>(info, 0);
     if (!info[1].IsArray()) {
-        throw type_error(info.Env(), "argument 2 must be an array of outbox_event handles");
+        throw type_error(env, "events must be an array");
     }
     Napi::Array arr = info[1].As<Napi::Array>();
-    std::vector<Handle<outbox_event> *> hs;
+    std::vector<std::unique_ptr<outbox_event, void (*)(outbox_event *)>> owned;
+    for (uint32_t i = 0; i < arr.Length(); ++i) {
+        try {
+            outbox_event *ev = nullptr;
+            check(env, outbox_event_new(&ev));
+            owned.emplace_back(ev, outbox_event_free);
+            set_event(env, ev, arr.Get(i));
+        } catch (Napi::Error &e) {
+            e.Set("index", Napi::Number::New(env, i));
+            throw;
+        }
+    }
     std::vector<outbox_event *> evs;
-    for (uint32_t i = 0; i < arr.Length(); ++i) {
-        Napi::Value v = arr.Get(i);
-        if (!v.IsExternal() || !v.As<Napi::External<void>>().CheckTypeTag(Traits<outbox_event>::tag())) {
-            throw type_error(info.Env(), "element " + std::to_string(i) + " must be an outbox_event handle");
-        }
-        auto *h = v.As<Napi::External<Handle<outbox_event>>>().Data();
-        if (h->ptr == nullptr || h->busy > 0 || h->readers > 0 || std::find(hs.begin(), hs.end(), h) != hs.end()) {
-            throw argument_error(info.Env(), "element " + std::to_string(i) + " is closed, in use, or given twice");
-        }
-        hs.push_back(h);
-        evs.push_back(h->ptr);
+    for (auto &ev : owned) {
+        evs.push_back(ev.release()); // the worker frees them
     }
-    auto *w = new WriteEachWorker(info.Env(), db->ptr, std::move(evs));
+    auto *w = new WriteManyWorker(env, db->ptr, std::move(evs));
     w->hold(info[0], db);
-    for (uint32_t i = 0; i < arr.Length(); ++i) {
-        w->hold(arr.Get(i), hs[i]);
-    }
     return w->start();
 }
 
@@ -229,7 +215,7 @@ Napi::Value RenderWriteFields(const Napi::CallbackInfo &info) {
     auto *cfg = unwrap_opt<outbox_config>(info, 0);
     OwnedEvent owned;
     check(env, outbox_event_new(&owned.ev));
-    set_fields_impl(env, owned.ev, info[1]);
+    set_event(env, owned.ev, info[1]);
     outbox_statement *raw = nullptr;
     check(env, outbox_render_write(&raw, cfg != nullptr ? cfg->ptr : nullptr, owned.ev));
     std::unique_ptr<outbox_statement, void (*)(outbox_statement *)> st(raw, outbox_statement_free);
@@ -291,7 +277,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "event_type", EventType);
     def(env, exports, "event_seq", EventSeq);
     def(env, exports, "write", Write);
-    def(env, exports, "write_each", WriteEach);
+    def(env, exports, "write_many", WriteMany);
     def(env, exports, "write_fields", WriteFields);
     def(env, exports, "render_write", RenderWrite);
     def(env, exports, "render_write_fields", RenderWriteFields);
@@ -301,10 +287,7 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "statement_param", StatementParam);
     def(env, exports, "statement_params", StatementParams);
     def(env, exports, "statement_json", StatementJson);
-}
-
-void set_event_fields(Napi::Env env, outbox_event *ev, const Napi::Value &fields) {
-    set_fields_impl(env, ev, fields);
+    export_event_fields(env, exports);
 }
 
 } // namespace outbox_node

@@ -53,7 +53,8 @@ Napi::Value LoopBlock(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// loop_statement(loop) -> {kind, sql, params}
+// loop_statement(loop, prepared?) -> {kind, text, values, rowMode[, name]}: a node-postgres query
+// (the dedupe statement named when prepared: parsed once per connection), and which one.
 Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
     int kind = 0;
@@ -61,14 +62,13 @@ Napi::Value LoopStatement(const Napi::CallbackInfo &info) {
     if (st == nullptr) {
         throw argument_error(env, "the loop's next action is not exec");
     }
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("kind", Napi::Number::New(env, kind));
-    o.Set("sql", Napi::String::New(env, outbox_statement_sql(st)));
-    o.Set("params", statement_values(env, st));
-    return o;
+    const bool named = info[1].ToBoolean() && kind == OUTBOX_LOOP_SQL_DEDUPE;
+    Napi::Object q = pg_query(env, st, named ? "outbox_dedupe" : nullptr);
+    q.Set("kind", Napi::Number::New(env, kind));
+    return q;
 }
 
-// loop_exec_done(loop, row: Array | null)
+// loop_exec_done(loop, row: Array | undefined)
 Napi::Value LoopExecDone(const Napi::CallbackInfo &info) {
     auto *l = unwrap<outbox_loop>(info, 0);
     const TextRow row(info[1]);
@@ -76,13 +76,11 @@ Napi::Value LoopExecDone(const Napi::CallbackInfo &info) {
     return info.Env().Undefined();
 }
 
-// loop_exec_failed(loop, sqlstate | null, message, closed)
+// loop_exec_failed(loop, error of node-postgres)
 Napi::Value LoopExecFailed(const Napi::CallbackInfo &info) {
     auto *l = unwrap<outbox_loop>(info, 0);
-    bool has = false;
-    const std::string sqlstate = opt_str_arg(info, 1, "sqlstate", has);
-    const std::string message = str_arg(info, 2, "message");
-    check(info.Env(), outbox_loop_exec_failed(l->ptr, sqlstate.c_str(), message.c_str(), info[3].ToBoolean() ? 1 : 0));
+    const DriverFailure f(info[1]);
+    check(info.Env(), outbox_loop_exec_failed(l->ptr, f.sqlstate.c_str(), f.message.c_str(), f.closed ? 1 : 0));
     return info.Env().Undefined();
 }
 

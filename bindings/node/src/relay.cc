@@ -35,19 +35,19 @@ Napi::Object stats_object(Napi::Env env, const outbox_relay_stats &s) {
     num("published", s.published);
     num("failed", s.failed);
     num("dead", s.dead);
-    num("held_back", s.held_back);
+    num("heldBack", s.held_back);
     num("unroutable", s.unroutable);
     num("nacked", s.nacked);
     num("unconfirmed", s.unconfirmed);
-    num("claim_us", s.claim_us);
-    num("publish_us", s.publish_us);
-    num("mark_us", s.mark_us);
-    num("total_us", s.total_us);
+    num("claimUs", s.claim_us);
+    num("publishUs", s.publish_us);
+    num("markUs", s.mark_us);
+    num("totalUs", s.total_us);
     o.Set("blocked", Napi::Boolean::New(env, s.blocked != 0));
     return o;
 }
 
-// relay_step(relay) -> Promise<stats>
+// relay_step(relay) -> Promise<stats>: { claimed, published, failed, dead, heldBack, ..., blocked }
 using StatsCall = outbox_status (*)(outbox_relay *, outbox_relay_stats *);
 class StepWorker : public Worker {
   public:

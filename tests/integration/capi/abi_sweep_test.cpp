@@ -526,6 +526,18 @@ Register r_sqlstate({"outbox_status_for_sqlstate"}, [](Sweep &) {
     }
     EXPECT_EQ(outbox_status_for_sqlstate("23505"), OUTBOX_ERR_DUPLICATE);
 });
+Register r_driver_error({"outbox_driver_error"}, [](Sweep &) {
+    EXPECT_STATUS(outbox_driver_error(nullptr, nullptr, nullptr, 0), OUTBOX_ERR_DATABASE);
+    EXPECT_STREQ(outbox_last_error(), "outbox: ");
+    EXPECT_STATUS(outbox_driver_error("", "", "gone", 1), OUTBOX_ERR_CONNECTION);
+    EXPECT_STATUS(outbox_driver_error("x", kHuge.c_str(), kHuge.c_str(), 0), OUTBOX_ERR_DATABASE);
+    for (const char *bad : kBadUtf8) {
+        EXPECT_STATUS(outbox_driver_error(bad, bad, bad, 0), OUTBOX_ERR_DATABASE);
+    }
+    EXPECT_STATUS(outbox_driver_error("outbox dedupe", "25P02", "aborted", 1), OUTBOX_ERR_TRANSACTION);
+    EXPECT_STREQ(outbox_last_error(),
+                 "outbox dedupe: aborted (SQLSTATE 25P02); the caller's transaction is aborted: roll it back first");
+});
 Register r_idempotency_index({"outbox_idempotency_index"}, [](Sweep &s) {
     char *name = reinterpret_cast<char *>(0x1);
     EXPECT_STATUS(outbox_idempotency_index(nullptr, s.cfg), OUTBOX_ERR_INVALID_ARGUMENT);
