@@ -332,14 +332,13 @@ py::tuple render_dedupe(const Config *cfg, const std::string &consumer, const st
     return statement_tuple(st);
 }
 
-// The library's classification of a PostgreSQL error (outbox_status_for_sqlstate), for errors a
-// driver's own cursor raised running a rendered statement; None or a malformed code: DATABASE.
-int status_for_sqlstate(const py::object &sqlstate) {
-    if (sqlstate.is_none()) {
-        return outbox_status_for_sqlstate(nullptr);
-    }
-    const std::string s = cstr(sqlstate, "sqlstate");
-    return outbox_status_for_sqlstate(s.c_str());
+// The library's error for a driver's failure on a statement the library rendered (outbox_driver_error):
+// (status, message), for the face to raise with the driver's exception as its cause.
+py::tuple driver_error(const std::string &context, const py::object &sqlstate, const std::string &message,
+                       bool closed) {
+    const std::string ss = sqlstate.is_none() ? std::string() : cstr(sqlstate, "sqlstate");
+    const Failure f = failure(outbox_driver_error(context.c_str(), ss.c_str(), message.c_str(), closed ? 1 : 0));
+    return py::make_tuple(static_cast<int>(f.status), text(f.message));
 }
 
 // What a rendered dedupe statement's row means (outbox_dedupe_interpret): (first_time, order,
@@ -781,7 +780,7 @@ PYBIND11_MODULE(_native, m) {
     m.def("render_write", &render_write, "config"_a, "fields"_a);
     m.def("render_dedupe", &render_dedupe, "config"_a, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a,
           "seq"_a);
-    m.def("status_for_sqlstate", &status_for_sqlstate, "sqlstate"_a);
+    m.def("driver_error", &driver_error, "context"_a, "sqlstate"_a, "message"_a, "closed"_a);
     m.def("dedupe_interpret", &dedupe_interpret, "config"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a,
           "first_time"_a, "previous_seq"_a);
 

@@ -95,10 +95,10 @@ def failure(exc: BaseException, drv: "Driver", conn: Any) -> Tuple[Optional[str]
     return state, name if isinstance(name, str) else None, text, closed(drv, conn) or (state is None and bool(lost))
 
 def mapped(exc: BaseException, context: str, drv: "Driver", conn: Any) -> Error:
-    """A driver's exception as the library's error: the status the library gives its SQLSTATE."""
+    """A driver's exception as the library's error (``outbox_driver_error``, the write plan's rule)."""
     state, _, text, lost = failure(exc, drv, conn)
-    status = _native.STATUS["CONNECTION"] if state is None and lost else _native.status_for_sqlstate(state)
-    return error_class(status)(f"{context}: {text}" + (f" (SQLSTATE {state})" if state else ""), sqlstate=state)
+    status, message = _native.driver_error(context, state, text, lost)
+    return error_class(status)(message, sqlstate=state)
 
 def result(t: Tuple[bool, int, int]) -> DedupeResult:
     return DedupeResult(bool(t[0]), Order(t[1]), int(t[2]))
