@@ -125,7 +125,7 @@ await_cluster() {
     outbox_die "the test cluster did not start (scripts/cluster.sh up, log above)"
   fi
   cluster_pid=""
-  eval "$(test_cluster env | grep OUTBOX_CLUSTER_AMQP_URL)"
+  eval "$(test_cluster env | grep '^export OUTBOX_CLUSTER_AMQP_URL=')"
   export OUTBOX_TEST_CLUSTER_AMQP_URL=$OUTBOX_CLUSTER_AMQP_URL
 }
 
