@@ -77,7 +77,7 @@ for bug in "${bugs[@]}"; do
   }
   test_cluster up >"$run_dir/$bug.cluster.log" 2>&1 || { echo "  the test cluster did not start ($run_dir/$bug.cluster.log)"; exit 1; }
   trap '"$src/scripts/services.sh" down >/dev/null 2>&1 || true; test_cluster down >/dev/null 2>&1 || true' EXIT
-  eval "$(test_cluster env | grep OUTBOX_CLUSTER_AMQP_URL)"
+  eval "$(test_cluster env | grep '^export OUTBOX_CLUSTER_AMQP_URL=')"
   export OUTBOX_TEST_CLUSTER_AMQP_URL=$OUTBOX_CLUSTER_AMQP_URL
   for s in cxx_suite python_suite node_suite php_suite; do
     log=$run_dir/$bug.$s.log
