@@ -99,19 +99,16 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
             if (round.in_flight.empty() && (!chains_left || !can_publish)) {
                 break;
             }
-            // A broker that blocked publishing (a resource alarm) is waited out on this connection:
-            // a new one would be blocked as well, after letting a message through.
             auto now = Clock::now();
-            if (now >= deadline && (!blocked_ || stopping())) {
+            if (now >= deadline) {
                 break;
             }
             // Block only when nothing more can be sent; otherwise just drain what has arrived.
             const bool more_to_send =
                 can_publish && chains_left && round.in_flight.size() < static_cast<size_t>(cfg_.relay_window);
             int wait_ms =
-                more_to_send ? 0
-                : now >= deadline
-                    ? 200
+                more_to_send
+                    ? 0
                     : static_cast<int>(std::min<int64_t>(
                           200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
             for (std::optional<amqp::Event> ev = mq.wait(wait_ms); ev; ev = mq.wait(0)) {
