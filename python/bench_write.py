@@ -148,7 +148,8 @@ def main() -> int:
             fields = [event_fields(None, dict(aggregate_type="PRD", aggregate_id=str(i % 100), operation="POST",
                                               payload=payloads[i], metadata=METADATA, user=USER))
                       for i in range(n)]
-            native = db._conn  # the library's connection (outbox._native.Db)
+            # The library's connection (outbox._native.Db); `_native` before issue 29's one Db.
+            native = db._conn if hasattr(db, "_conn") else db._native
 
             def floor() -> None:
                 native.exec("BEGIN")
