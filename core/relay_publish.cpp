@@ -119,7 +119,15 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
         drop_amqp();
         return std::string(e.what());
     }
-    if (!round.in_flight.empty()) {
+    if (!round.in_flight.empty() && blocked_) {
+        round.st.unconfirmed = static_cast<int64_t>(round.in_flight.size());
+        // A resource alarm: the broker stopped reading this connection. A new connection would be
+        // blocked too, but only after letting a publish through, so this one is kept and the step
+        // ends on time; the events stay PENDING (published again once unblocked: duplicates, never
+        // loss), and late confirms of these tags match nothing in a later round.
+        log(LogLevel::info, std::to_string(round.in_flight.size()) +
+                                " message(s) unconfirmed while RabbitMQ blocks publishing; keeping the connection");
+    } else if (!round.in_flight.empty()) {
         round.st.unconfirmed = static_cast<int64_t>(round.in_flight.size());
         // Late confirms would refer to tags of a batch we no longer track: start afresh.
         log(LogLevel::warn, std::to_string(round.in_flight.size()) + " message(s) not confirmed within " +
