@@ -50,6 +50,7 @@ struct Config {
     int relay_window = 512;
     int relay_confirm_timeout_ms = 15000;
     int relay_backoff_base_ms = 1000;
+    int relay_nack_retry_ms = 250;
     int relay_backoff_max_ms = 300000;
     int relay_max_attempts = 10;
     bool relay_unroutable_is_failure = true;

@@ -86,6 +86,7 @@ struct RelayItem {
     int retry_count = 0;
     RelayOutcome outcome = RelayOutcome::pending;
     bool returned = false;
+    bool refused = false; // nacked: the broker refused it (a queue electing its leader, a full queue), not its fault
     std::string error;
     int next = -1; // index of the next event of the same aggregate in this batch
 };
@@ -147,6 +148,7 @@ class Relay {
     void send_ready(PublishRound &round, amqp::Connection &mq);
     void on_broker_event(PublishRound &round, const amqp::Event &ev);
     void record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
+    int64_t retry_delay_ms(int attempt, bool refused);
     void reload_parked(pg::Conn &db);
     void maintain_partitions(pg::Conn &db);
     void discard_prefetch() noexcept;

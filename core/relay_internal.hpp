@@ -48,6 +48,7 @@ struct Relay::PublishRound {
             it.error = why;
         }
         if (!acked) {
+            it.refused = true;
             ++st.nacked;
         }
     }

@@ -53,6 +53,15 @@ int64_t backoff_ms(int attempt, int64_t base_ms, int64_t max_ms, std::mt19937_64
     return jitter(rng);
 }
 
+// The delay before retrying an event that failed its attempt `attempt`: relay.nack_retry_ms after a
+// nack, else the doubling backoff.
+int64_t Relay::retry_delay_ms(int attempt, bool refused) {
+    if (refused) {
+        return cfg_.relay_nack_retry_ms;
+    }
+    return backoff_ms(attempt, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_);
+}
+
 // Stage 5: records every outcome of the batch and the cursor in one autocommit statement:
 // receipts for published stream events; failed stream events, and the later events of their
 // aggregates, parked; parked events published (removed) or failed again (backoff, FAILED at
@@ -63,13 +72,16 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
     std::vector<int64_t> published;
     std::vector<int64_t> gone;
     std::vector<std::string> park_pos, park_status, park_retries, park_err, park_delay;
-    std::vector<std::string> again_pos, again_err, again_delay;
+    std::vector<std::string> again_pos, again_err, again_delay, again_inc;
     std::set<std::pair<std::string, std::string>> failed_aggs;
     std::set<std::pair<std::string, std::string>> newly_parked;
     for (RelayItem &it : items) {
         std::pair<std::string, std::string> agg{it.row.aggregate_type, it.row.aggregate_id};
         const bool failed = it.outcome == RelayOutcome::failed;
-        if (failed) {
+        // A nack is the broker's refusal (a quorum queue electing its leader, a full queue), not the
+        // event's fault: retried after relay.nack_retry_ms, no attempt counted (publish() logs them).
+        const bool refused = failed && it.refused;
+        if (failed && !refused) {
             log(LogLevel::warn, "event " + it.row.outbox_id + " (" + it.row.event_type + " " + it.row.aggregate_type +
                                     ":" + it.row.aggregate_id + ") failed: " + it.error);
         }
@@ -79,8 +91,8 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
             } else if (failed) {
                 again_pos.push_back(std::to_string(it.position));
                 again_err.push_back(it.error);
-                again_delay.push_back(std::to_string(
-                    backoff_ms(it.retry_count + 1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_)));
+                again_delay.push_back(std::to_string(retry_delay_ms(it.retry_count + 1, refused)));
+                again_inc.emplace_back(refused ? "0" : "1");
             }
             continue;
         }
@@ -91,11 +103,9 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
         if (failed || it.park || failed_aggs.count(agg) > 0) {
             park_pos.push_back(std::to_string(it.position));
             park_status.emplace_back("PENDING");
-            park_retries.emplace_back(failed ? "1" : "0");
+            park_retries.emplace_back(failed && !refused ? "1" : "0");
             park_err.push_back(failed ? it.error : std::string());
-            park_delay.push_back(
-                failed ? std::to_string(backoff_ms(1, cfg_.relay_backoff_base_ms, cfg_.relay_backoff_max_ms, rng_))
-                       : "0");
+            park_delay.push_back(failed ? std::to_string(retry_delay_ms(1, refused)) : "0");
             if (failed) {
                 failed_aggs.insert(agg);
             } else {
@@ -131,7 +141,8 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
             record_sql_, {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
                           array_literal(park_retries), array_literal(park_err), array_literal(park_delay),
                           array_literal(gone_text), array_literal(again_pos), array_literal(again_err),
-                          array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor)});
+                          array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor),
+                          array_literal(again_inc)});
         st.published += r.get_int(0, 0);
         st.failed += r.get_int(0, 1);
         st.dead += r.get_int(0, 2);

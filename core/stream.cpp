@@ -210,8 +210,8 @@ std::string parked_sql(const Config &cfg) {
 std::string record_sql(const Config &cfg) {
     const std::string p = parked_table(cfg);
     // $1/$2 receipt ranges; $3..$7 events parked now (position, status, retry_count, error, delay
-    // ms); $8 parked events published (removed); $9..$11 parked events failed again (position,
-    // error, delay ms); $12 max attempts; $13 the cursor.
+    // ms); $8 parked events published (removed); $9..$11 and $14 parked events failed again
+    // (position, error, delay ms, attempts counted: 0 for a nack); $12 max attempts; $13 the cursor.
     return "WITH r AS (INSERT INTO " + receipts_table(cfg) +
            " (from_position, to_position) SELECT * FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]))"
            " ON CONFLICT (from_position) DO NOTHING RETURNING to_position - from_position + 1 AS n),"
@@ -232,17 +232,17 @@ std::string record_sql(const Config &cfg) {
            " WHERE position = ANY(CAST($8 AS bigint[])) RETURNING 1),"
            " again AS (UPDATE " +
            p +
-           " t SET retry_count = t.retry_count + 1, error_message = f.err,"
+           " t SET retry_count = t.retry_count + f.inc, error_message = f.err,"
            " next_attempt_at = now() + f.delay_ms * interval '1 millisecond',"
-           " status = CASE WHEN t.retry_count + 1 >= CAST($12 AS integer) THEN 'FAILED' ELSE 'PENDING' END"
-           " FROM unnest(CAST($9 AS bigint[]), CAST($10 AS text[]), CAST($11 AS bigint[])) AS f(position, err, "
-           "delay_ms)"
-           " WHERE t.position = f.position AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead),"
+           " status = CASE WHEN t.retry_count + f.inc >= CAST($12 AS integer) THEN 'FAILED' ELSE 'PENDING' END"
+           " FROM unnest(CAST($9 AS bigint[]), CAST($10 AS text[]), CAST($11 AS bigint[]), CAST($14 AS integer[]))"
+           " AS f(position, err, delay_ms, inc)"
+           " WHERE t.position = f.position AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead, f.inc > 0 AS failed),"
            " c AS (UPDATE " +
            relay_table(cfg) +
            " SET cursor = GREATEST(cursor, CAST($13 AS bigint)), updated_at = now() WHERE name = 'default' RETURNING 1)"
            " SELECT (SELECT COALESCE(sum(n), 0) FROM r),"
-           " (SELECT count(*) FROM newly WHERE failed) + (SELECT count(*) FROM again),"
+           " (SELECT count(*) FROM newly WHERE failed) + (SELECT count(*) FROM again WHERE failed),"
            " (SELECT count(*) FROM newly WHERE dead) + (SELECT count(*) FROM again WHERE dead),"
            " (SELECT count(*) FROM c), CAST(pg_current_xact_id() AS text)";
 }

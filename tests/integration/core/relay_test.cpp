@@ -217,7 +217,7 @@ TEST_F(RelayTest, MaxAttemptsMakesAnEventFailed) {
     EXPECT_EQ(relay.step().read, 0);
 }
 
-TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
+TEST_F(RelayTest, BrokerNacksAreRetriedSoonWithoutCountingAnAttempt) {
     // A queue that takes one message and rejects the rest: the broker nacks them.
     Collector full(cfg.exchange, {{"x-max-length", int64_t{1}}, {"x-overflow", std::string("reject-publish")}});
     full.connection().purge_queue(full.queue());
@@ -226,16 +226,31 @@ TEST_F(RelayTest, BrokerNacksAreRetriedNotMarkedPublished) {
     std::string q = admin.declare_queue("", false, true, true,
                                         {{"x-max-length", int64_t{1}}, {"x-overflow", std::string("reject-publish")}});
     admin.bind_queue(q, cfg.exchange, "");
+    cfg.set("relay.max_attempts", "2");
+    cfg.set("relay.nack_retry_ms", "0");
     write_events(10, 10);
     outbox::Relay relay(cfg);
     outbox::RelayStats s = relay.step();
     EXPECT_EQ(s.read, 10);
     EXPECT_GE(s.nacked, 8) << "the broker rejects all but one per queue";
-    EXPECT_EQ(s.published + s.failed, 10);
+    EXPECT_EQ(s.failed, 0) << "a nack is the broker's refusal, not a failed attempt";
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), s.published);
     EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() +
-                          " WHERE error_message = 'nacked by the broker' AND retry_count = 1"),
-              s.failed);
+                          " WHERE status = 'PENDING' AND error_message = 'nacked by the broker' AND retry_count = 0"),
+              10 - s.published);
+    // Nacked again, more often than relay.max_attempts: still PENDING, never FAILED.
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(relay.step().failed, 0);
+    }
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'FAILED' OR retry_count > 0"), 0);
+    // Once the broker takes them, they go out at the next step.
+    admin.delete_queue(q);
+    full.connection().delete_queue(full.queue());
+    admin.bind_queue(admin.declare_queue("", false, true, true, {}), cfg.exchange, "");
+    for (int i = 0; i < 5 && scalar_long("SELECT count(*) FROM " + table() + " WHERE status <> 'PUBLISHED'") > 0; ++i) {
+        relay.step();
+    }
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM " + table() + " WHERE status = 'PUBLISHED'"), 10);
 }
 
 TEST(Backoff, ExponentialCappedWithBoundedJitter) {
