@@ -117,10 +117,12 @@ std::string statement_json(const Statement &st) {
     return j + "}";
 }
 
-Statement render_write(const Config &cfg, Event &ev) {
+Statement render_write(const Config &cfg, Event &ev) { return render_write(cfg, ev, cfg.placeholders); }
+
+Statement render_write(const Config &cfg, Event &ev, const std::string &style) {
     ev.prepare(cfg);
     std::string sql = write_sql_dollar(cfg, ev.idempotency_key.has_value());
-    Statement st = with_placeholders(Statement{std::move(sql), write_params(ev), {}}, cfg.placeholders);
+    Statement st = with_placeholders(Statement{std::move(sql), write_params(ev), {}}, style);
     ev.written = true;
     return st;
 }

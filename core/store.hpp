@@ -33,6 +33,8 @@ std::string statement_json(const Statement &st);
 // aggregate's sequence counter and inserts the row, returning the sequence number.
 // Prepares (validates, names, ids) the event first.
 Statement render_write(const Config &cfg, Event &ev);
+// The same in another placeholder style (render.placeholders' values), without copying cfg.
+Statement render_write(const Config &cfg, Event &ev, const std::string &style);
 
 // Writes the event in the connection's current transaction (or as its own statement when the
 // connection is idle). Never begins, commits or rolls back the caller's transaction; with an
