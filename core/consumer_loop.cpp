@@ -16,22 +16,20 @@ inbox::Key key_of(const Consumer &c, const Delivery &d) {
     return inbox::Key{c.name(), d.event_id, d.aggregate_type, d.aggregate_id, d.seq};
 }
 
-// A boolean as drivers print one: PostgreSQL's t/f, true/false in any case, 1/0.
-bool truthy(const std::string &v) {
-    std::string s;
-    for (char ch : v) {
-        s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
-    }
-    if (s == "t" || s == "true" || s == "1" || s == "y" || s == "yes" || s == "on") {
-        return true;
-    }
-    if (s == "f" || s == "false" || s == "0" || s == "n" || s == "no" || s == "off") {
-        return false;
-    }
-    fail(Errc::invalid_argument, "the dedupe statement's first column is not a boolean: " + quote_input(v));
-}
-
 } // namespace
+
+const char *sql_text(SqlKind kind) {
+    switch (kind) {
+    case SqlKind::begin:
+        return "BEGIN";
+    case SqlKind::commit:
+        return "COMMIT";
+    case SqlKind::rollback:
+        return "ROLLBACK";
+    default:
+        return nullptr;
+    }
+}
 
 ConsumerLoop::ConsumerLoop(Consumer &consumer, LoopConn conn, pg::Conn *lent, LoopOptions options)
     : c_(consumer), conn_(conn), lent_(lent), opt_(std::move(options)), last_message_(Clock::now()) {
@@ -49,10 +47,14 @@ ConsumerLoop::ConsumerLoop(Consumer &consumer, LoopConn conn, pg::Conn *lent, Lo
     }
 }
 
-bool ConsumerLoop::connection_lost(const std::string &sqlstate, bool closed) {
-    // No SQLSTATE: the driver's own error, not the server's (a socket closed, a protocol error).
-    return closed || sqlstate.empty() || sqlstate.rfind("08", 0) == 0 || sqlstate == "57P01" || sqlstate == "57P02" ||
-           sqlstate == "57P03";
+// A lost connection is judged as the write plan and the dedupe judge it (pg::driver_error); for
+// the loop an error without SQLSTATE (the driver's own, not the server's: a socket closed, a
+// protocol error) also means the connection is gone. Anything else is the database's error.
+Error ConsumerLoop::classify(const std::string &sqlstate, const std::string &message, bool closed) {
+    const bool lost =
+        sqlstate.empty() || pg::driver_error("outbox consumer", sqlstate, message, closed).code() == Errc::connection;
+    return Error(lost ? Errc::connection : Errc::database,
+                 message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")"));
 }
 
 pg::Conn *ConsumerLoop::lib_conn() {
@@ -177,7 +179,7 @@ void ConsumerLoop::take_next() {
     reason_.clear();
     after_.reset();
     if (face()) {
-        exec(SqlKind::begin, "BEGIN");
+        exec(SqlKind::begin, sql_text(SqlKind::begin));
     } else {
         go(St::begin);
     }
@@ -207,7 +209,7 @@ void ConsumerLoop::begin_library() {
 void ConsumerLoop::commit_library() {
     pg::Conn &conn = *lib_conn();
     try {
-        conn.exec_simple("COMMIT");
+        conn.exec_simple(sql_text(SqlKind::commit));
     } catch (const Error &e) {
         if (conn.tx_status() != PQTRANS_IDLE) {
             conn.rollback_quietly();
@@ -249,7 +251,7 @@ void ConsumerLoop::rollback_then(Outcome outcome, const std::string &reason, std
     reason_ = reason;
     after_ = std::move(after);
     if (face()) {
-        exec(SqlKind::rollback, "ROLLBACK");
+        exec(SqlKind::rollback, sql_text(SqlKind::rollback));
     } else {
         go(St::rollback);
     }
@@ -298,16 +300,14 @@ void ConsumerLoop::exec_done(const std::vector<std::optional<std::string>> &row)
             exec_failed("", "the dedupe statement returned no row", false);
             return;
         }
-        std::optional<int64_t> previous;
-        if (row.size() > 1 && row[1]) {
-            previous = std::stoll(*row[1]);
-        }
-        cur_->dedupe = inbox::interpret(key_of(c_, *cur_), truthy(*row[0]), previous, c_.config().inbox_order_check);
+        const char *previous = row.size() > 1 && row[1] ? row[1]->c_str() : nullptr;
+        cur_->dedupe =
+            inbox::interpret_text(key_of(c_, *cur_), row[0]->c_str(), previous, c_.config().inbox_order_check);
         first_time_ = cur_->dedupe.first_time;
         if (first_time_) {
             go(St::handle);
         } else {
-            exec(SqlKind::commit, "COMMIT");
+            exec(SqlKind::commit, sql_text(SqlKind::commit));
         }
         return;
     }
@@ -323,9 +323,9 @@ void ConsumerLoop::exec_done(const std::vector<std::optional<std::string>> &row)
 }
 
 void ConsumerLoop::exec_failed(const std::string &sqlstate, const std::string &message, bool closed) {
-    const bool lost = connection_lost(sqlstate, closed);
-    const std::string what = message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")");
-    Error err(lost ? Errc::connection : Errc::database, what);
+    Error err = classify(sqlstate, message, closed);
+    const bool lost = err.code() == Errc::connection;
+    const std::string what = err.what();
     switch (st_) {
     case St::begin:
     case St::dedupe:
@@ -362,7 +362,7 @@ void ConsumerLoop::handler_done(HandlerResult result, const std::string &reason)
     }
     if (result == HandlerResult::ok) {
         if (face()) {
-            exec(SqlKind::commit, "COMMIT");
+            exec(SqlKind::commit, sql_text(SqlKind::commit));
         } else {
             go(St::commit);
         }

@@ -31,6 +31,8 @@ enum class LoopAction {
 
 // Which statement exec hands out, for faces whose driver has its own call for some (commit()).
 enum class SqlKind { none = 0, begin = 1, dedupe = 2, commit = 3, rollback = 4 };
+// The text of a transaction statement (begin, commit, rollback); nullptr for the others.
+const char *sql_text(SqlKind kind);
 
 // Whose database connection the loop's transactions run on.
 enum class LoopConn {
@@ -92,7 +94,7 @@ class ConsumerLoop {
     [[nodiscard]] int64_t handled() const { return handled_; }
 
     // Whether a driver error means the connection is gone (no SQLSTATE, class 08, shutdown).
-    static bool connection_lost(const std::string &sqlstate, bool closed);
+    static Error classify(const std::string &sqlstate, const std::string &message, bool closed);
 
   private:
     enum class St { next, begin, dedupe, handle, commit, rollback, settle, wait, open, done };

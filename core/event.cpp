@@ -79,6 +79,16 @@ const std::vector<FieldInfo> &event_fields() {
     return fields;
 }
 
+const std::vector<FieldInfo> &envelope_fields() {
+    static const std::vector<FieldInfo> fields = {
+        {"OUTBOX_ID", FieldKind::text},        {"EVENT_TYPE", FieldKind::text}, {"AGGREGATE_ID", FieldKind::text},
+        {"AGGREGATE_TYPE", FieldKind::text},   {"OPERATION", FieldKind::text},  {"PAYLOAD", FieldKind::json},
+        {"PREVIOUS_PAYLOAD", FieldKind::json}, {"METADATA", FieldKind::json},   {"USER", FieldKind::text},
+        {"CREATED_AT", FieldKind::text},
+    };
+    return fields;
+}
+
 std::string event_type_for(const Config &cfg, const std::string &aggregate_type, Operation op, bool force) {
     auto it = cfg.type_map.find(aggregate_type);
     std::string name = it != cfg.type_map.end() ? it->second : aggregate_type;

@@ -23,6 +23,8 @@ struct FieldInfo {
 };
 // The fields Event::set() takes, in the one order every binding passes them.
 const std::vector<FieldInfo> &event_fields();
+// The envelope's fields (a message's, outbox_message_field()), in the envelope's order.
+const std::vector<FieldInfo> &envelope_fields();
 
 struct Event {
     // As set by the caller.

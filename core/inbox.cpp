@@ -8,9 +8,12 @@
 #include "uuid.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <thread>
@@ -97,6 +100,41 @@ Statement render(const Config &cfg, const Key &key, bool check_order) {
                       key.seq > 0 ? std::optional<std::string>(std::to_string(key.seq)) : std::nullopt,
                       std::to_string(uuid::v7_millis(key.event_id))};
     return {std::move(sql), std::move(params)};
+}
+
+namespace {
+
+// A boolean as drivers print one: PostgreSQL's t/f, true/false in any case, 1/0.
+bool truthy(const char *text) {
+    std::string s;
+    for (const char *p = text; p != nullptr && *p != '\0'; ++p) {
+        s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(*p))));
+    }
+    if (s == "t" || s == "true" || s == "1") {
+        return true;
+    }
+    if (s == "f" || s == "false" || s == "0") {
+        return false;
+    }
+    fail(Errc::invalid_argument,
+         "the dedupe statement's first column is not a boolean: " + quote_input(text != nullptr ? text : "NULL"));
+}
+
+} // namespace
+
+Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order) {
+    std::optional<int64_t> previous;
+    if (previous_seq != nullptr) {
+        char *end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(previous_seq, &end, 10);
+        if (end == previous_seq || *end != '\0' || errno != 0) {
+            fail(Errc::invalid_argument,
+                 "the dedupe statement's second column is not a number: " + quote_input(previous_seq));
+        }
+        previous = v;
+    }
+    return interpret(key, truthy(first_time), previous, check_order);
 }
 
 Result interpret(const Key &key, bool first_time, std::optional<int64_t> previous, bool check_order) {

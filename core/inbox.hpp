@@ -47,6 +47,9 @@ Statement render(const Config &cfg, const Key &key, bool check_order);
 
 // Interprets the row the statement returned.
 Result interpret(const Key &key, bool first_time, std::optional<int64_t> previous, bool check_order);
+// The same from the row as a driver prints it: first_time as t/f, true/false (any case) or 1/0,
+// previous_seq as digits or null. Throws Error(invalid_argument) for anything else.
+Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order);
 
 // Runs the statement in the connection's current transaction (or on its own when idle).
 Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);

@@ -507,6 +507,16 @@ OUTBOX_API outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, cons
                                                  const char *aggregate_type, const char *aggregate_id, int64_t seq,
                                                  int first_time, int64_t previous_seq);
 /**
+ * outbox_dedupe_interpret() from the row as a driver prints it, so no face decodes it itself.
+ * @param first_time the row's first column: t/f, true/false (any case) or 1/0.
+ * @param previous_seq the row's second column as digits; NULL for SQL NULL.
+ * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (out NULL or without its size, first_time not a
+ *         boolean, previous_seq not a number).
+ */
+OUTBOX_API outbox_status outbox_dedupe_interpret_row(outbox_dedupe_result *out, const outbox_config *cfg,
+                                                     const char *aggregate_type, const char *aggregate_id,
+                                                     int64_t seq, const char *first_time, const char *previous_seq);
+/**
  * Removes inbox rows processed more than `older_than_s` seconds ago. Run as the tables' owner it
  * drops each inbox partition (inbox.partition_s wide, by the time in the event ids) whose ids are
  * all older than that and whose rows were all processed before it, makes partitions ahead
@@ -735,6 +745,12 @@ typedef enum outbox_loop_sql {
     OUTBOX_LOOP_SQL_COMMIT = 3,  /**< "COMMIT" */
     OUTBOX_LOOP_SQL_ROLLBACK = 4 /**< "ROLLBACK" */
 } outbox_loop_sql;
+/**
+ * The text of the loop's transaction statements, for a face's own transactions too.
+ * @return "BEGIN", "COMMIT" or "ROLLBACK" (borrowed, static); NULL for OUTBOX_LOOP_SQL_DEDUPE
+ *         (rendered per message) and unknown kinds.
+ */
+OUTBOX_API const char *outbox_loop_sql_text(outbox_loop_sql kind);
 
 /** Whose connection the loop's transactions run on (outbox_loop_options.connection). */
 typedef enum outbox_loop_conn {
@@ -921,6 +937,15 @@ typedef enum outbox_field_kind {
  * @return OUTBOX_OK, or OUTBOX_ERR_NOT_FOUND past the last field.
  */
 OUTBOX_API outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, size_t index);
+/**
+ * Lists the envelope's fields, the names outbox_message_field() takes, in the envelope's order.
+ * @param[out] name borrowed static string (may be NULL).
+ * @param[out] kind OUTBOX_FIELD_JSON for "PAYLOAD", "PREVIOUS_PAYLOAD" and "METADATA" (their JSON
+ *             text), else OUTBOX_FIELD_TEXT (may be NULL).
+ * @param index 0-based.
+ * @return OUTBOX_OK, or OUTBOX_ERR_NOT_FOUND past the last field.
+ */
+OUTBOX_API outbox_status outbox_envelope_field(const char **name, outbox_field_kind *kind, size_t index);
 /**
  * The name of a rendered statement's parameter in the named placeholder styles
  * (render.placeholders=named: ":p1"; pyformat: "%(p1)s"): "p1", "p2", ...

@@ -93,6 +93,21 @@ outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_co
     });
 }
 
+outbox_status outbox_dedupe_interpret_row(outbox_dedupe_result *out, const outbox_config *cfg,
+                                          const char *aggregate_type, const char *aggregate_id, int64_t seq,
+                                          const char *first_time, const char *previous_seq) {
+    OUTBOX_REQUIRE(out);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        static const outbox::Config defaults;
+        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
+        fill(out, outbox::inbox::interpret_text(make_key("", "", aggregate_type, aggregate_id, seq), first_time,
+                                                previous_seq, c.inbox_order_check));
+    });
+}
+
 outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch) {
     OUTBOX_REQUIRE(db);
     return guard([&] {

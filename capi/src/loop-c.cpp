@@ -88,6 +88,10 @@ outbox_status outbox_loop_block(outbox_loop *loop) {
     return guard([&] { loop->loop.block(); });
 }
 
+const char *outbox_loop_sql_text(outbox_loop_sql kind) {
+    return outbox::sql_text(static_cast<outbox::SqlKind>(kind));
+}
+
 const outbox_statement *outbox_loop_statement(const outbox_loop *loop, int *kind) {
     if (kind != nullptr) {
         *kind = 0;

@@ -25,6 +25,21 @@ outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, siz
     });
 }
 
+outbox_status outbox_envelope_field(const char **name, outbox_field_kind *kind, size_t index) {
+    return guard([&] {
+        const auto &fields = outbox::envelope_fields();
+        if (index >= fields.size()) {
+            outbox::fail(outbox::Errc::not_found, "no envelope field at index " + std::to_string(index));
+        }
+        if (name != nullptr) {
+            *name = fields[index].name;
+        }
+        if (kind != nullptr) {
+            *kind = static_cast<outbox_field_kind>(static_cast<int>(fields[index].kind));
+        }
+    });
+}
+
 const char *outbox_statement_param_name(const outbox_statement *st, size_t index) {
     return st != nullptr && index < st->st.names.size() ? st->st.names[index].c_str() : nullptr;
 }

@@ -195,6 +195,10 @@ outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_co
                                                  const char *aggregate_type, const char *aggregate_id, int64_t seq,
                                                  int first_time, int64_t previous_seq);
 
+outbox_status outbox_dedupe_interpret_row(outbox_dedupe_result *out, const outbox_config *cfg,
+                                                     const char *aggregate_type, const char *aggregate_id,
+                                                     int64_t seq, const char *first_time, const char *previous_seq);
+
 outbox_status outbox_inbox_purge(int64_t *deleted, outbox_db *db, int64_t older_than_s, int batch);
 
 typedef struct outbox_consumer outbox_consumer;
@@ -280,6 +284,8 @@ typedef enum outbox_loop_sql {
     OUTBOX_LOOP_SQL_ROLLBACK = 4 
 } outbox_loop_sql;
 
+const char *outbox_loop_sql_text(outbox_loop_sql kind);
+
 typedef enum outbox_loop_conn {
     OUTBOX_LOOP_LIBRARY = 0,      
     OUTBOX_LOOP_DRIVER_LENT = 2,  
@@ -359,6 +365,8 @@ typedef enum outbox_field_kind {
 } outbox_field_kind;
 
 outbox_status outbox_event_field(const char **name, outbox_field_kind *kind, size_t index);
+
+outbox_status outbox_envelope_field(const char **name, outbox_field_kind *kind, size_t index);
 
 const char *outbox_statement_param_name(const outbox_statement *st, size_t index);
 

@@ -499,6 +499,29 @@ Register r_event_field({"outbox_event_field"}, [](Sweep &) {
     outbox_field_kind kind = OUTBOX_FIELD_FLAG;
     EXPECT_STATUS(outbox_event_field(&name, &kind, 100000), OUTBOX_ERR_NOT_FOUND);
 });
+Register r_envelope_field({"outbox_envelope_field"}, [](Sweep &) {
+    EXPECT_EQ(outbox_envelope_field(nullptr, nullptr, 0), OUTBOX_OK) << "both outputs may be NULL";
+    EXPECT_STATUS(outbox_envelope_field(nullptr, nullptr, SIZE_MAX), OUTBOX_ERR_NOT_FOUND);
+    std::vector<std::string> names;
+    const char *name = nullptr;
+    outbox_field_kind kind = OUTBOX_FIELD_FLAG;
+    for (size_t i = 0; outbox_envelope_field(&name, &kind, i) == OUTBOX_OK; ++i) {
+        names.emplace_back(name);
+        EXPECT_EQ(kind, names.back() == "PAYLOAD" || names.back() == "PREVIOUS_PAYLOAD" || names.back() == "METADATA"
+                            ? OUTBOX_FIELD_JSON
+                            : OUTBOX_FIELD_TEXT)
+            << name;
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"OUTBOX_ID", "EVENT_TYPE", "AGGREGATE_ID", "AGGREGATE_TYPE", "OPERATION",
+                                               "PAYLOAD", "PREVIOUS_PAYLOAD", "METADATA", "USER", "CREATED_AT"}));
+});
+Register r_loop_sql_text({"outbox_loop_sql_text"}, [](Sweep &) {
+    EXPECT_STREQ(outbox_loop_sql_text(OUTBOX_LOOP_SQL_BEGIN), "BEGIN");
+    EXPECT_STREQ(outbox_loop_sql_text(OUTBOX_LOOP_SQL_COMMIT), "COMMIT");
+    EXPECT_STREQ(outbox_loop_sql_text(OUTBOX_LOOP_SQL_ROLLBACK), "ROLLBACK");
+    EXPECT_EQ(outbox_loop_sql_text(OUTBOX_LOOP_SQL_DEDUPE), nullptr);
+    EXPECT_EQ(outbox_loop_sql_text(static_cast<outbox_loop_sql>(99)), nullptr);
+});
 Register r_param_name({"outbox_statement_param_name"}, [](Sweep &s) {
     EXPECT_EQ(outbox_statement_param_name(nullptr, 0), nullptr);
     outbox_statement *st = nullptr;
@@ -638,6 +661,30 @@ Register
                   });
 
 // ---- dedupe and the inbox -----------------------------------------------------------------------
+Register r_dedupe_interpret_row({"outbox_dedupe_interpret_row"}, [](Sweep &s) {
+    outbox_dedupe_result r;
+    outbox_dedupe_result_init(&r);
+    EXPECT_STATUS(outbox_dedupe_interpret_row(nullptr, s.cfg, "PRD", "1", 2, "t", "1"), OUTBOX_ERR_INVALID_ARGUMENT);
+    outbox_dedupe_result zero{};
+    EXPECT_STATUS(outbox_dedupe_interpret_row(&zero, s.cfg, "PRD", "1", 2, "t", "1"), OUTBOX_ERR_INVALID_ARGUMENT);
+    for (const char *yes : {"t", "TRUE", "True", "1"}) {
+        ASSERT_EQ(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 2, yes, "1"), OUTBOX_OK) << yes;
+        EXPECT_EQ(r.first_time, 1) << yes;
+        EXPECT_EQ(r.order, OUTBOX_ORDER_IN_ORDER) << yes;
+    }
+    for (const char *no : {"f", "false", "0"}) {
+        ASSERT_EQ(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 2, no, "1"), OUTBOX_OK) << no;
+        EXPECT_EQ(r.first_time, 0) << no;
+    }
+    ASSERT_EQ(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 5, "t", "1"), OUTBOX_OK);
+    EXPECT_EQ(r.order, OUTBOX_ORDER_GAP);
+    ASSERT_EQ(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 1, "t", nullptr), OUTBOX_OK); // NULL: the first
+    EXPECT_EQ(r.previous_seq, 0);
+    EXPECT_STATUS(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 2, "yes please", "1"),
+                  OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 2, nullptr, "1"), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_dedupe_interpret_row(&r, nullptr, "PRD", "1", 2, "t", "12x"), OUTBOX_ERR_INVALID_ARGUMENT);
+});
 Register r_dedupe_interpret({"outbox_dedupe_interpret"}, [](Sweep &s) {
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
