@@ -154,10 +154,24 @@ final class OutboxConsumer
         $this->f->outbox_consumer_stop($this->consumer);
     }
 
+    /** The envelope's field names, from the library (outbox_envelope_field). */
+    private function envelopeNames(): array
+    {
+        static $names = null;
+        if ($names === null) {
+            $names = [];
+            $name = $this->f->new('const char*');
+            for ($i = 0; $this->f->outbox_envelope_field(FFI::addr($name), null, $i) === $this->f->OUTBOX_OK; $i++) {
+                $names[] = FFI::string($name);
+            }
+        }
+        return $names;
+    }
+
     private function eventOf(FFI\CData $msg): array
     {
         $fields = [];
-        foreach (['OUTBOX_ID', 'EVENT_TYPE', 'AGGREGATE_ID', 'AGGREGATE_TYPE', 'OPERATION', 'PAYLOAD', 'PREVIOUS_PAYLOAD', 'METADATA', 'USER', 'CREATED_AT'] as $name) {
+        foreach ($this->envelopeNames() as $name) {
             $fields[$name] = $this->f->outbox_message_field($msg, $name);
         }
         return ['fields' => $fields, 'seq' => (int)$this->f->outbox_message_seq($msg),
