@@ -42,10 +42,10 @@ def read_writer_logs(d):
                 if p[0] == "X":
                     bad.append(line.strip())
                     continue
-                if len(p) != 5 or p[0] not in "CA":
+                if len(p) not in (5, 6) or p[0] not in "CA":
                     bad.append("%s: %s" % (name, line.strip()))
                     continue
-                kind, eid, agg, seq, how = p
+                kind, eid, agg, seq, how = p[:5]
                 if how == "resolved":
                     resolved += 1
                 if how == "late":
@@ -55,6 +55,36 @@ def read_writer_logs(d):
                 else:
                     rolled_back.add(eid)
     return committed, rolled_back, resolved, bad, late, txid_wrong
+
+
+def commit_times(d):
+    """Event id -> epoch ms its writer saw COMMIT return (the sixth field of a C line)."""
+    out = {}
+    for name in sorted(os.listdir(d)):
+        if name.startswith("writer-") and name.endswith(".log"):
+            for line in open(os.path.join(d, name)):
+                p = line.split()
+                if len(p) == 6 and p[0] == "C":
+                    out[p[1]] = int(p[5])
+    return out
+
+
+def first_applied_times(path):
+    """Event id -> epoch ms of its first handler run in one consumer's log (R lines)."""
+    out = {}
+    for line in open(path):
+        p = line.split()
+        if len(p) >= 6 and p[0] == "R" and p[1] not in out:
+            out[p[1]] = int(p[5])
+    return out
+
+
+def delays_beyond(committed_ms, applied_ms, since_ms, until_ms, available_ms):
+    """For events committed in [since_ms, until_ms]: ms from the later of their commit and
+    available_ms (the broker accepting again) to their first application (0 when applied before
+    it); missing ones are left to the loss count."""
+    return sorted(max(0, applied_ms[e] - max(c, available_ms)) for e, c in committed_ms.items()
+                  if since_ms <= c <= until_ms and e in applied_ms)
 
 
 def read_consumer_log(path):
