@@ -844,7 +844,9 @@ OUTBOX_API outbox_db *outbox_loop_db(outbox_loop *loop);
 /**
  * The handler ended.
  * @param result an outbox_handler_result.
- * @param reason why it failed (copied); NULL: "handler failed".
+ * @param reason why it failed (copied), logged and dead-lettered with; NULL: "handler failed".
+ *        Every face passes "<exception type>: <message>" as its language names them
+ *        (Python "ValueError: bad", Node "TypeError: bad", PHP "RuntimeException: bad").
  * @return OUTBOX_OK; OUTBOX_ERR_INVALID_ARGUMENT (NULL loop, not at OUTBOX_LOOP_HANDLE, unknown result).
  */
 OUTBOX_API outbox_status outbox_loop_handler_done(outbox_loop *loop, int result, const char *reason);
