@@ -90,7 +90,8 @@ def delays_beyond(committed_ms, applied_ms, since_ms, until_ms, available_ms):
 def read_consumer_log(path):
     receipts = collections.Counter()
     first_order = []  # (agg, seq) of first receipts, in log order
-    first_info = {}  # event id -> (delivery count, the inbox's order report) of its handler run
+    first_info = {}  # event id -> (delivery count, the inbox's order report) of its first handler run
+    last_info = {}  # the same of its last handler run: the one that applied it (a run before it rolled back)
     seen = set()
     for line in open(path):
         p = line.split()
@@ -99,13 +100,14 @@ def read_consumer_log(path):
         if p[0] == "R" and len(p) >= 4:
             eid = p[1]
             receipts[eid] += 1
+            last_info[eid] = (int(p[4]) if len(p) > 4 else 0, p[6] if len(p) > 6 else "?")
             if eid not in seen:
                 seen.add(eid)
                 first_order.append((p[2], int(p[3]), eid))
                 first_info[eid] = (int(p[4]) if len(p) > 4 else 0, p[6] if len(p) > 6 else "?")
         elif p[0] == "D" and len(p) >= 2:
             receipts[p[1]] += 1
-    return receipts, first_order, first_info
+    return receipts, first_order, first_info, last_info
 
 
 def order_violations(seq_by_agg_in_order, committed_seqs_by_agg=None):
@@ -154,7 +156,7 @@ def check(d):
 
     per = {}
     for c in consumers:
-        receipts, first_order, first_info = read_consumer_log(os.path.join(d, "consumer-%s.log" % c))
+        receipts, first_order, first_info, last_info = read_consumer_log(os.path.join(d, "consumer-%s.log" % c))
         eff = sorted(effects.get(c, []))
         applied = {e[1]: e[4] for e in eff}
         lost = [e for e in committed if e not in applied]
@@ -169,7 +171,7 @@ def check(d):
         for agg, seq, eid in first_order:
             if eid in committed:
                 first_by_agg[agg].append((seq, eid))
-        bad_applied, redelivered_applied = split_violations(order_violations(by_agg), first_info)
+        bad_applied, redelivered_applied = split_violations(order_violations(by_agg), last_info)
         bad_first, redelivered_first = split_violations(order_violations(first_by_agg), first_info)
         per[c] = {
             "received": sum(receipts.values()),
