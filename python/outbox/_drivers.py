@@ -11,6 +11,7 @@ statements and what a failure means are the library's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import sys
 import threading
@@ -73,6 +74,7 @@ def drive_async(steps: Steps) -> Coroutine[Any, Any, Any]:  # await drive_async(
     return _pump(steps, True)
 
 _LOST = ("OperationalError", "InterfaceError", "ConnectionDoesNotExistError", "ConnectionFailureError")
+_text = functools.lru_cache(64)(lambda sql: sys.modules["sqlalchemy"].text(sql))  # SQLAlchemy's, once per statement
 
 def _gone(exc: BaseException) -> bool:  # a driver's exception that says the connection is gone
     e = getattr(exc, "orig", None) or exc  # SQLAlchemy's DBAPIError wraps the driver's exception
@@ -248,9 +250,7 @@ class SqlAlchemy(Psycopg):
         return conn is not None and bool(conn.invalidated or conn.closed)
 
     def run(self, conn: Any, sql: str, params: Any) -> Steps:
-        from sqlalchemy import text
-
-        res = yield (conn.execute, text(sql), params or {})
+        res = yield (conn.execute, _text(sql), params or {})
         return tuple(res.one()) if res.returns_rows else None
 
 class Asyncpg(Driver):
