@@ -43,11 +43,9 @@ class Config(MutableMapping[str, str]):
         return str(self.native.get(key))
 
     def __delitem__(self, key: str) -> None:
-        del self._values[key]  # back to the default: rebuilt from the remaining values
-        self.native = Config(self._values).native
+        del self._values[key]  # back to the default: rebuilt from the remaining values (and the environment)
+        self.native = self.copy().native
         self._derived.clear()
-        if self._env:
-            self.native.from_env(False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._values

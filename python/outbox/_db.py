@@ -239,11 +239,10 @@ def write(conn: Any, event: Any = None, /, *, config: ConfigLike = None, **field
         with psycopg.connect(url) as conn, conn.transaction():
             outbox.write(conn, aggregate_type="ORD", aggregate_id="42", operation="POST", payload={"id": 42})
     """
-    if isinstance(conn, Db):
-        if config is not None:
-            raise ArgumentTypeError("config= applies to a driver's connection; an outbox.Db has its own")
-        return conn.write(event, **fields)
-    return driver_for(conn).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
+    if not isinstance(conn, Db):
+        return driver_for(conn).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
+    with _on(conn, config) as db:  # config= is refused: an outbox.Db has its own
+        return db.write(event, **fields)
 
 async def write_async(conn: Any, event: Any = None, /, *, config: ConfigLike = None,
                       **fields: Unpack[EventFields]) -> Written:

@@ -101,6 +101,8 @@ def test_owned_db_transaction_and_execute(admin, schema, cfg, count):
         rows = db.execute(f'SELECT total, event_type FROM "{schema}".orders, "{schema}".outbox ORDER BY seq')
         assert rows == [("12.5", "OrderCreated"), ("12.5", "OrderForceDeleted")]
         assert rows.rowcount == 2 and db.execute("SELECT NULL::text").scalar() is None
+        with pytest.raises(outbox.ArgumentTypeError, match="has its own"):
+            outbox.write(db, config=cfg, **event())
     assert (a.seq, b.seq, b.event_type) == (1, 2, "OrderForceDeleted")
     assert count() == 2 and db.closed
 
