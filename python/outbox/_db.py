@@ -215,8 +215,8 @@ def _on(conn: Any, config: ConfigLike, allow_url: bool = False) -> Iterator[Db]:
     elif isinstance(conn, str) and allow_url:
         with Db.open(conn, config=config) as db:
             yield db
-    else:
-        yield Db.wrap(conn, config=config)
+    else:  # this Db is never handed out: a mapping's Config is made once (as_config(shared))
+        yield Db.wrap(conn, config=as_config(config, True))
 
 def write(conn: Any, event: Any = None, /, *, config: ConfigLike = None, **fields: Unpack[EventFields]) -> Written:
     """Writes one event into the outbox **in the connection's current transaction**: commit and it

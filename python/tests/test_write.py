@@ -208,6 +208,25 @@ def test_wrapped_connection_stays_the_callers(admin, schema, cfg):
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_a_mapping_config_is_made_once_and_a_changed_one_takes_effect(schema, cfg):
+    from outbox._config import _shared
+
+    conf = dict(cfg)  # a plain dict, as most callers pass it
+    _shared.cache_clear()
+    with psycopg.connect(PG_URL) as conn:
+        for _ in range(3):
+            outbox.write(conn, config=conf, **event(aggregate_id="m"))
+            assert outbox.dedupe(conn, "c", str(uuid.uuid4()), config=conf).first_time
+        conn.commit()
+        assert _shared.cache_info().misses == 1, _shared.cache_info()
+        conf["outbox.schema"] = "py_no_such_schema"
+        with pytest.raises(outbox.SchemaError):
+            outbox.write(conn, config=conf, **event())
+        conn.rollback()
+        conf["outbox.schema"] = schema
+        assert outbox.write(conn, config=conf, **event(aggregate_id="m")).seq == 4
+
+
 def test_sequence_is_per_aggregate(cfg):
     with psycopg.connect(PG_URL) as conn:
         seqs = [outbox.write(conn, config=cfg, **event(aggregate_id=a)).seq for a in ("x", "y", "x", "x", "y")]
