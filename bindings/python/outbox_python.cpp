@@ -575,8 +575,8 @@ class Consumer {
 
 // ----------------------------------------------------------------------------- Loop
 
-// outbox_loop_*: the library's consumer loop as a step machine, which the package's blocking and
-// asyncio loops drive (python/outbox/_loop.py). Only marshalling here.
+// outbox_loop_*: the library's consumer loop as a step machine, which the package drives blocking
+// or in asyncio (python/outbox/_handles.py). Only marshalling here.
 class Loop {
   public:
     Loop(py::object consumer, Db *db, int connection, int64_t idle_timeout_ms, int64_t limit,

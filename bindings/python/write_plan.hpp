@@ -1,6 +1,6 @@
 // outbox._native.WritePlan: outbox_write_plan_*, the write of one event on a driver's own
-// connection, which the package's blocking and asyncio writes drive (python/outbox/_drivers.py,
-// _aio.py). Only marshalling here.
+// connection, which the package's blocking and asyncio writes drive (python/outbox/_drivers.py).
+// Only marshalling here.
 #pragma once
 
 #include "marshal.hpp"

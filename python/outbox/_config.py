@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Dict, Iterator, List, Mapping, MutableMapping, Optional, Tuple, Union
 
 from . import _native
@@ -43,11 +44,9 @@ class Config(MutableMapping[str, str]):
         return str(self.native.get(key))
 
     def __delitem__(self, key: str) -> None:
-        del self._values[key]  # back to the default: rebuilt from the remaining values
-        self.native = Config(self._values).native
+        del self._values[key]  # back to the default: rebuilt from the remaining values (and the environment)
+        self.native = self.copy().native
         self._derived.clear()
-        if self._env:
-            self.native.from_env(False)
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
@@ -76,18 +75,19 @@ class Config(MutableMapping[str, str]):
 
 ConfigLike = Union[Config, Mapping[str, Any], None]
 _DEFAULTS = Config()
+_shared = functools.lru_cache(32)(lambda items: Config(dict(items)))  # a mapping's, by its items: never handed out
 
-def as_config(config: ConfigLike) -> Optional[Config]:
+def as_config(config: ConfigLike, shared: bool = False) -> Optional[Config]:  # shared: see _shared
     if config is None or isinstance(config, Config):
         return config
     if isinstance(config, Mapping):
-        return Config(config)
+        return _shared(tuple((k, _text(k, v)) for k, v in config.items())) if shared else Config(config)
     raise ArgumentTypeError(f"config must be an outbox.Config, a mapping or None, not {type(config).__name__}")
 
 def native_config(config: ConfigLike, placeholders: Optional[str] = None) -> Optional["_native.Config"]:
     """The native configuration, with ``render.placeholders`` set to ``placeholders`` when given
     (derived once per configuration and style)."""
-    c = as_config(config)
+    c = as_config(config, True)
     if placeholders is None:
         return c.native if c is not None else None
     c = c if c is not None else _DEFAULTS

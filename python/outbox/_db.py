@@ -215,8 +215,8 @@ def _on(conn: Any, config: ConfigLike, allow_url: bool = False) -> Iterator[Db]:
     elif isinstance(conn, str) and allow_url:
         with Db.open(conn, config=config) as db:
             yield db
-    else:
-        yield Db.wrap(conn, config=config)
+    else:  # this Db is never handed out: a mapping's Config is made once (as_config(shared))
+        yield Db.wrap(conn, config=as_config(config, True))
 
 def write(conn: Any, event: Any = None, /, *, config: ConfigLike = None, **fields: Unpack[EventFields]) -> Written:
     """Writes one event into the outbox **in the connection's current transaction**: commit and it
@@ -239,11 +239,10 @@ def write(conn: Any, event: Any = None, /, *, config: ConfigLike = None, **field
         with psycopg.connect(url) as conn, conn.transaction():
             outbox.write(conn, aggregate_type="ORD", aggregate_id="42", operation="POST", payload={"id": 42})
     """
-    if isinstance(conn, Db):
-        if config is not None:
-            raise ArgumentTypeError("config= applies to a driver's connection; an outbox.Db has its own")
-        return conn.write(event, **fields)
-    return driver_for(conn).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
+    if not isinstance(conn, Db):
+        return driver_for(conn).write(conn, event_fields(event, fields), config)  # type: ignore[no-any-return]
+    with _on(conn, config) as db:  # config= is refused: an outbox.Db has its own
+        return db.write(event, **fields)
 
 async def write_async(conn: Any, event: Any = None, /, *, config: ConfigLike = None,
                       **fields: Unpack[EventFields]) -> Written:

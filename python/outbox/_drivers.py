@@ -11,6 +11,7 @@ statements and what a failure means are the library's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import sys
 import threading
@@ -73,12 +74,20 @@ def drive_async(steps: Steps) -> Coroutine[Any, Any, Any]:  # await drive_async(
     return _pump(steps, True)
 
 _LOST = ("OperationalError", "InterfaceError", "ConnectionDoesNotExistError", "ConnectionFailureError")
+_text = functools.lru_cache(64)(lambda sql: sys.modules["sqlalchemy"].text(sql))  # SQLAlchemy's, once per statement
+
+def _gone(exc: BaseException) -> bool:  # a driver's exception that says the connection is gone
+    e = getattr(exc, "orig", None) or exc  # SQLAlchemy's DBAPIError wraps the driver's exception
+    return bool(getattr(exc, "connection_invalidated", False)) or isinstance(e, (OSError, EOFError, ConnectionLost)) \
+        or any(t.__name__ in _LOST for t in type(e).__mro__)
 
 def closed(drv: "Driver", conn: Any) -> bool:
     try:
         return bool(drv.lost(conn))
-    except Exception:
-        return True
+    except Exception as exc:  # lost only when it says so (ConnectionLost, a driver's connection error)
+        if _gone(exc):
+            return True
+        raise
 
 def failure(exc: BaseException, drv: "Driver", conn: Any) -> Tuple[Optional[str], Optional[str], str, bool]:
     """A driver's exception as the library's step machines take it: (SQLSTATE, constraint, message,
@@ -90,9 +99,7 @@ def failure(exc: BaseException, drv: "Driver", conn: Any) -> Tuple[Optional[str]
     diag = getattr(e, "diag", e)
     name = getattr(diag, "constraint_name", None)
     text = getattr(diag, "message_primary", None) or str(e).strip() or type(e).__name__
-    lost = getattr(exc, "connection_invalidated", False) or isinstance(e, (OSError, EOFError)) or \
-        any(t.__name__ in _LOST for t in type(e).__mro__)
-    return state, name if isinstance(name, str) else None, text, closed(drv, conn) or (state is None and bool(lost))
+    return state, name if isinstance(name, str) else None, text, closed(drv, conn) or (state is None and _gone(exc))
 
 def mapped(exc: BaseException, context: str, drv: "Driver", conn: Any) -> Error:
     """A driver's exception as the library's error (``outbox_driver_error``, the write plan's rule)."""
@@ -236,14 +243,14 @@ class SqlAlchemy(Psycopg):
     def autocommit(self, conn: Any) -> bool:
         return False
 
-    def lost(self, conn: Any) -> bool:
-        c = conn.connection() if not self.asyncio and callable(getattr(conn, "connection", None)) else conn
-        return bool(getattr(c, "invalidated", False) or getattr(c, "closed", False))
+    def lost(self, conn: Any) -> bool:  # the Connection's flags (an AsyncConnection's too): never reconnects
+        s = getattr(conn, "sync_session", conn)  # a Session (an AsyncSession's): connection() begins outside one
+        if callable(getattr(type(s), "connection", None)):
+            conn = s.connection() if s.in_transaction() and s.is_active else None
+        return conn is not None and bool(conn.invalidated or conn.closed)
 
     def run(self, conn: Any, sql: str, params: Any) -> Steps:
-        from sqlalchemy import text
-
-        res = yield (conn.execute, text(sql), params or {})
+        res = yield (conn.execute, _text(sql), params or {})
         return tuple(res.one()) if res.returns_rows else None
 
 class Asyncpg(Driver):

@@ -306,7 +306,4 @@ class Consumer(Handle):
             db._native()  # the library's own connection
         self._drive(handler, db, None, None, view=True)
 
-async def consume_async(consumer: Consumer, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,
-                        idle_timeout: Optional[float] = None) -> int:
-    """``await consumer.run_async(handler, conn)`` (see :meth:`Consumer.run_async`)."""
-    return await consumer.run_async(handler, conn, limit=limit, idle_timeout=idle_timeout)
+consume_async = Consumer.run_async  #: ``await outbox.consume_async(consumer, handler, conn)``: the same call

@@ -59,6 +59,8 @@ def test_config_copies_keep_the_environment_fallback(monkeypatch, pg_url):
     c = outbox.Config({"outbox.schema": "s1"})
     c.apply_env()
     assert c.copy()["amqp.url"] == "***" and c["amqp.url"] == "***"
+    del c["outbox.schema"]  # rebuilt from the rest: the default again, the fallback kept
+    assert c["outbox.schema"] == outbox.Config()["outbox.schema"] and c["amqp.url"] == "***"
     assert "amqpsecret" not in repr(c)
     plain = outbox.Config()
     assert plain["amqp.url"] == ""

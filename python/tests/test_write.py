@@ -101,6 +101,8 @@ def test_owned_db_transaction_and_execute(admin, schema, cfg, count):
         rows = db.execute(f'SELECT total, event_type FROM "{schema}".orders, "{schema}".outbox ORDER BY seq')
         assert rows == [("12.5", "OrderCreated"), ("12.5", "OrderForceDeleted")]
         assert rows.rowcount == 2 and db.execute("SELECT NULL::text").scalar() is None
+        with pytest.raises(outbox.ArgumentTypeError, match="has its own"):
+            outbox.write(db, config=cfg, **event())
     assert (a.seq, b.seq, b.event_type) == (1, 2, "OrderForceDeleted")
     assert count() == 2 and db.closed
 
@@ -204,6 +206,25 @@ def test_wrapped_connection_stays_the_callers(admin, schema, cfg):
         assert not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         conn.commit()
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_mapping_config_is_made_once_and_a_changed_one_takes_effect(schema, cfg):
+    from outbox._config import _shared
+
+    conf = dict(cfg)  # a plain dict, as most callers pass it
+    _shared.cache_clear()
+    with psycopg.connect(PG_URL) as conn:
+        for _ in range(3):
+            outbox.write(conn, config=conf, **event(aggregate_id="m"))
+            assert outbox.dedupe(conn, "c", str(uuid.uuid4()), config=conf).first_time
+        conn.commit()
+        assert _shared.cache_info().misses == 1, _shared.cache_info()
+        conf["outbox.schema"] = "py_no_such_schema"
+        with pytest.raises(outbox.SchemaError):
+            outbox.write(conn, config=conf, **event())
+        conn.rollback()
+        conf["outbox.schema"] = schema
+        assert outbox.write(conn, config=conf, **event(aggregate_id="m")).seq == 4
 
 
 def test_sequence_is_per_aggregate(cfg):

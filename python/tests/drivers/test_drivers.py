@@ -333,6 +333,51 @@ def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, c
     assert admin.execute(f'SELECT count(*) FROM "{schema}".outbox_inbox').fetchone()[0] == 4
 
 
+def test_a_session_is_left_outside_a_transaction_after_a_failed_handler(admin, schema, cfg, consumer_name):
+    # Whether the connection is lost after the loop's ROLLBACK is read without beginning: the Session
+    # holds no pooled connection afterwards, and runs again.
+    consumer, ids = _publish(admin, schema, cfg, consumer_name, 1)
+
+    def fail(msg: outbox.Message, session) -> None:
+        consumer.stop()  # the run ends right after this delivery's ROLLBACK
+        raise RuntimeError("the handler says no")
+
+    def handle(msg: outbox.Message, session) -> None:
+        session.execute(sa.text(f'INSERT INTO "{schema}".effects VALUES (CAST(:i AS uuid), :n)'),
+                        {"i": msg.id, "n": msg.payload["n"]})
+
+    engine = sa.create_engine(SA_URL)
+    try:
+        with consumer, Session(engine) as session:
+            assert consumer.run(fail, session, idle_timeout=10) == 0
+            assert not session.in_transaction() and engine.pool.checkedout() == 0
+            consumer.reset()
+            assert consumer.run(handle, session, limit=1, idle_timeout=10) == 1
+            assert not session.in_transaction()
+    finally:
+        engine.dispose()
+    assert _effects(admin, schema) == [(ids[0], 0)]
+
+
+def test_a_sqlalchemy_connection_lost_under_the_handler_ends_the_run(admin, schema, cfg, consumer_name):
+    # A disconnected Connection is lost (ConnectionLost), not silently reconnected by the check.
+    consumer, _ = _publish(admin, schema, cfg, consumer_name, 1)
+
+    def kill(msg: outbox.Message, c) -> None:
+        admin.execute("SELECT pg_terminate_backend(%s)", (c.execute(sa.text("SELECT pg_backend_pid()")).scalar(),))
+        c.execute(sa.text("SELECT 1"))
+
+    engine = sa.create_engine(SA_URL)
+    try:
+        with consumer, engine.connect() as c:
+            with pytest.raises(outbox.ConnectionLost):
+                consumer.run(kill, c, idle_timeout=10)
+            assert c.invalidated
+    finally:
+        engine.dispose()
+    assert _effects(admin, schema) == []
+
+
 @pytest.mark.parametrize("driver", ["asyncpg", "psycopg-async", "psycopg-binary", "sqlalchemy"])
 def test_consumer_goes_on_after_its_broker_connections_are_closed(admin, schema, cfg, consumer_name, driver):
     # The library's loop, driven in asyncio or blocking code on a driver's own connection: a closed
