@@ -22,6 +22,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -44,15 +45,22 @@ namespace {
 
 // ----------------------------------------------------------------------------- Message
 
-// The envelope's fields (outbox_message_field names, outbox.h) by the Python attribute that holds
-// their text; exported as _native.ENVELOPE.
-constexpr std::pair<const char *, const char *> envelope_fields[] = {
-    {"id", "OUTBOX_ID"},          {"event_type", "EVENT_TYPE"},
-    {"aggregate_id", "AGGREGATE_ID"}, {"aggregate_type", "AGGREGATE_TYPE"},
-    {"operation", "OPERATION"},   {"payload_json", "PAYLOAD"},
-    {"previous_payload_json", "PREVIOUS_PAYLOAD"}, {"metadata_json", "METADATA"},
-    {"user", "USER"},             {"created_at", "CREATED_AT"},
-};
+// The envelope's fields (outbox_envelope_field) by the Python attribute that holds their text: the
+// name in lower case, "id" for the event's id, "_json" after a JSON object's; _native.ENVELOPE.
+const std::vector<std::pair<std::string, const char *>> &envelope_fields() {
+    static const std::vector<std::pair<std::string, const char *>> fields = [] {
+        std::vector<std::pair<std::string, const char *>> out;
+        const char *name = nullptr;
+        outbox_field_kind kind = OUTBOX_FIELD_TEXT;
+        for (size_t i = 0; outbox_envelope_field(&name, &kind, i) == OUTBOX_OK; ++i) {
+            std::string attr = i == 0 ? "id" : name; // the first is the event's id (OUTBOX_ID)
+            std::transform(attr.begin(), attr.end(), attr.begin(), [](unsigned char c) { return std::tolower(c); });
+            out.emplace_back(kind == OUTBOX_FIELD_JSON ? attr + "_json" : attr, name);
+        }
+        return out;
+    }();
+    return fields;
+}
 
 class Message {
   public:
@@ -86,8 +94,8 @@ class Message {
     py::dict snapshot() const {
         const outbox_message *m = handle();
         py::dict d;
-        for (const auto &[attr, field] : envelope_fields) {
-            d[attr] = opt_str(outbox_message_field(m, field));
+        for (const auto &[attr, field] : envelope_fields()) {
+            d[attr.c_str()] = opt_str(outbox_message_field(m, field));
         }
         size_t n = 0;
         const char *b = outbox_message_body(m, &n);
@@ -341,10 +349,10 @@ py::tuple driver_error(const std::string &context, const py::object &sqlstate, c
     return py::make_tuple(static_cast<int>(f.status), text(f.message));
 }
 
-// What a rendered dedupe statement's row means (outbox_dedupe_interpret): (first_time, order,
-// previous_seq), as Db.dedupe reports them. previous_seq None: SQL NULL.
+// What a rendered dedupe statement's row means (outbox_dedupe_interpret_row, from the row's values
+// as text): (first_time, order, previous_seq), as Db.dedupe reports them. previous_seq None: NULL.
 py::tuple dedupe_interpret(const Config *cfg, const py::object &aggregate_type, const py::object &aggregate_id,
-                           int64_t seq, bool first_time, const py::object &previous_seq) {
+                           int64_t seq, const py::object &first_time, const py::object &previous_seq) {
     std::optional<std::string> at;
     std::optional<std::string> ai;
     if (!aggregate_type.is_none()) {
@@ -353,11 +361,16 @@ py::tuple dedupe_interpret(const Config *cfg, const py::object &aggregate_type, 
     if (!aggregate_id.is_none()) {
         ai = cstr(aggregate_id, "aggregate_id");
     }
-    const int64_t prev = previous_seq.is_none() ? -1 : previous_seq.cast<int64_t>();
+    const std::string first = py::str(first_time);
+    std::optional<std::string> prev;
+    if (!previous_seq.is_none()) {
+        prev = py::str(previous_seq).cast<std::string>();
+    }
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
-    check(failure(outbox_dedupe_interpret(&r, cfg_of(cfg), at ? at->c_str() : nullptr, ai ? ai->c_str() : nullptr, seq,
-                                          first_time ? 1 : 0, prev)));
+    check(failure(outbox_dedupe_interpret_row(&r, cfg_of(cfg), at ? at->c_str() : nullptr,
+                                              ai ? ai->c_str() : nullptr, seq, first.c_str(),
+                                              prev ? prev->c_str() : nullptr)));
     return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
 }
 
@@ -729,12 +742,14 @@ PYBIND11_MODULE(_native, m) {
     }
     m.attr("STATUS") = statuses;
     py::dict envelope; // attribute -> envelope field name
-    for (const auto &[attr, field] : envelope_fields) {
-        envelope[attr] = field;
+    for (const auto &[attr, field] : envelope_fields()) {
+        envelope[attr.c_str()] = field;
     }
     m.attr("ENVELOPE") = envelope;
     // The transaction statements of outbox_loop_sql (outbox.h), for Db.begin/commit/rollback.
-    m.attr("TX_SQL") = py::dict("begin"_a = "BEGIN", "commit"_a = "COMMIT", "rollback"_a = "ROLLBACK");
+    m.attr("TX_SQL") = py::dict("begin"_a = outbox_loop_sql_text(OUTBOX_LOOP_SQL_BEGIN),
+                                "commit"_a = outbox_loop_sql_text(OUTBOX_LOOP_SQL_COMMIT),
+                                "rollback"_a = outbox_loop_sql_text(OUTBOX_LOOP_SQL_ROLLBACK));
     m.def("_set_error_classes", [](py::dict classes) {
         error_classes().clear();
         for (auto item : classes) {

@@ -175,8 +175,7 @@ class Driver:
             raise mapped(exc, "outbox dedupe", self, conn) from exc
         if row is None:
             raise InternalError("outbox dedupe: the inbox statement returned no row")
-        prev = None if row[1] is None else int(row[1])
-        return result(_native.dedupe_interpret(native, key[2], key[3], key[4], row[0] is True, prev))
+        return result(_native.dedupe_interpret(native, key[2], key[3], key[4], row[0], row[1]))
 
 class Library(Driver):
     """The library's own connection (a native Db): the library's own calls, not the plan."""
