@@ -78,6 +78,7 @@ bool QuietLoop::record(const std::vector<double> &steals) {
     if (keep) {
         j_.steal = steals;
         j_.quiet = quiet;
+        j_.kept = j_.attempts;
     }
     say("[" + name_ + "] attempt " + std::to_string(j_.attempts) + ": CPU stolen " + sides_text(steals) +
         (quiet ? " (quiet)" : " (over " + steal_pct(rule_.max_steal) + ")"));
@@ -103,6 +104,15 @@ bool QuietLoop::again() {
     }
     j_.note = "no quiet pair in " + std::to_string(j_.attempts) + " attempt(s) within " + fixed(rule_.wait_s, 0) + " s";
     return false;
+}
+
+Judging judge_once(const std::string &name, const QuietRule &rule, const std::vector<double> &steals) {
+    QuietRule once = rule;
+    once.retry = false;
+    QuietLoop loop(name, once, real_waiter());
+    loop.record(steals);
+    loop.again();
+    return loop.judging();
 }
 
 } // namespace bench

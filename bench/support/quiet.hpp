@@ -26,6 +26,7 @@ struct QuietRule {
 // least noisy).
 struct Judging {
     int attempts = 0;
+    int kept = 0; // which attempt's measurement is kept (1-based)
     bool quiet = false;
     std::vector<double> steal; // the kept attempt's sides (0..1; -1: not measured, which is not quiet)
     std::vector<double> worst; // per attempt, the steal of its noisiest side
@@ -85,6 +86,9 @@ Quiet<T> measure_quiet(const std::string &name, const QuietRule &rule, Measure m
     } while (loop.again());
     return Quiet<T>{std::move(*kept), loop.judging()};
 }
+
+// The judging of sides measured once, where measuring them again is not possible: one attempt.
+Judging judge_once(const std::string &name, const QuietRule &rule, const std::vector<double> &steals);
 
 // "2%" or "?" for an unmeasured share.
 std::string steal_pct(double share);

@@ -121,8 +121,18 @@ TEST(QuietJudging, WithoutAQuietPairTheLeastNoisyAttemptIsKept) {
     const auto q = judge(clock, rule(100), {{0.30, 0.0}, {0.04, 0.01}, {0.10, 0.10}});
     EXPECT_EQ(q.how.attempts, 3);
     EXPECT_EQ(q.value.attempt, 2);
+    EXPECT_EQ(q.how.kept, 2);
     EXPECT_EQ(q.how.steal, (std::vector<double>{0.04, 0.01}));
     EXPECT_EQ(q.how.verdict(true), "UNJUDGED");
+}
+
+TEST(QuietJudging, SidesMeasuredOnceAreJudgedOnOneAttempt) {
+    const auto quiet = bench::judge_once("test", rule(600), {0.01, 0.0});
+    EXPECT_EQ(quiet.attempts, 1);
+    EXPECT_EQ(quiet.verdict(false), "MISS");
+    const auto noisy = bench::judge_once("test", rule(600), {0.01, 0.03});
+    EXPECT_EQ(noisy.attempts, 1);
+    EXPECT_EQ(noisy.verdict(true), "UNJUDGED");
 }
 
 TEST(QuietJudging, TheThresholdIsInclusive) {
