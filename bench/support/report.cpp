@@ -91,8 +91,10 @@ void targets_md(std::ostringstream &m, const Run &run, const Options &o) {
     const QuietRule rule = quiet_rule(o);
     m << "## Targets (" << pass << " PASS, " << miss << " MISS, " << unjudged << " UNJUDGED)\n\n";
     m << "A verdict is given only when both sides of the figure saw at most " << steal_pct(rule.max_steal)
-      << " of the CPU stolen; otherwise the pair was measured again after an idle wait, "
-      << (rule.retry ? "for at most " + fixed(rule.wait_s, 0) + " s per figure" : std::string("not here (one attempt)"))
+      << " of the CPU stolen; "
+      << (rule.retry ? "a noisy pair was measured again after an idle wait, for at most " + fixed(rule.wait_s, 0) +
+                           " s per figure"
+                     : std::string("this run made one attempt per figure (retrying off)"))
       << ", and without a quiet pair the figure is UNJUDGED (never PASS).\n\n";
     m << "| scenario | figure | value | baseline (same run) | ratio | target | verdict "
          "| CPU stolen (figure / baseline) | attempts |\n";
