@@ -2,7 +2,8 @@
 """Checks that a relay_bench run produced numbers: the harness's own test (scripts/test.sh runs
 `bench/run --quick`, then this). It asserts that the run passed its self-checks and that every
 scenario left figures, not that targets were met (a quick run on a shared machine proves nothing
-about speed).
+about speed). A verdict is PASS, MISS or UNJUDGED (its sides were measured with too much CPU stolen:
+not passing); a judged figure carries its attempts and the steal of both sides.
 
     bench/check_results.py RESULTS.json [PLOTDIR]
 
@@ -22,6 +23,8 @@ SERIES = ["drain", "drain_consumed", "sweep_batch", "sweep_window", "scale", "la
 # Figures (by name prefix) every default run has beyond one per section: the bindings' costs over
 # their drivers, measured in the same run.
 FIGURES = ["Node: await outbox.write(pgClient, event) vs a plain node-postgres INSERT"]
+# A figure's verdict against its target; UNJUDGED counts as not passing.
+VERDICTS = ("PASS", "MISS", "UNJUDGED")
 PLOTS = ["throughput_vs_batch_window.png", "drain_vs_backlog.png", "latency_vs_load.png", "table_health.png"]
 
 
@@ -53,6 +56,7 @@ def main():
         if x["key"].startswith("L-") and x["key"] not in ("L-max", "L-idle") and not x.get("p50_ms", -1) >= 0:
             problems.append(f"row {x['key']}: no latency percentiles")
     figures = r.get("figures", [])
+    limit = r.get("params", {}).get("max_steal", 0.02)
     for sec in SECTIONS:
         fs = [f for f in figures if f["section"] == sec]
         if not fs:
@@ -60,8 +64,14 @@ def main():
         for f in fs:
             if not f.get("value"):
                 problems.append(f"{sec}: figure {f['name']} has no value")
-            if f.get("target") and f.get("verdict") not in ("PASS", "MISS", ""):
+            if f.get("target") and f.get("verdict") not in VERDICTS + ("",):
                 problems.append(f"{sec}: figure {f['name']} has verdict {f.get('verdict')!r}")
+            if "attempts" in f and not (isinstance(f["attempts"], int) and f["attempts"] >= 1 and
+                                        "cpu_steal" in f and "baseline_cpu_steal" in f):
+                problems.append(f"{sec}: figure {f['name']} has attempts {f['attempts']!r} without the steal of both sides")
+            if f.get("verdict") == "PASS" and "attempts" in f and not (
+                    0 <= f.get("cpu_steal", -1) <= limit and 0 <= f.get("baseline_cpu_steal", -1) <= limit):
+                problems.append(f"{sec}: figure {f['name']} passed on a noisy pair")
             if "ratio" in f and not (isinstance(f["ratio"], (int, float)) and math.isfinite(f["ratio"])):
                 problems.append(f"{sec}: figure {f['name']} has ratio {f['ratio']!r}")
     # The Python per-write rows: outbox.write on psycopg[binary] against a plain INSERT (the target) and C.
@@ -80,7 +90,7 @@ def main():
         for f in fs:
             if not (isinstance(f.get("ratio"), (int, float)) and math.isfinite(f["ratio"]) and f["ratio"] > 0):
                 problems.append(f"figure {f['name']!r} has ratio {f.get('ratio')!r}")
-            if f.get("verdict") not in ("PASS", "MISS"):
+            if f.get("verdict") not in VERDICTS:
                 problems.append(f"figure {f['name']!r} has no verdict against its target")
     paths = {(x.get("lang"), x.get("path")) for x in r.get("series", {}).get("bindings", [])}
     for want in [("Node", "pg"), ("Node", "pgPlain")]:
@@ -99,7 +109,10 @@ def main():
     if problems:
         print("bench/check_results.py: " + path + ":\n  " + "\n  ".join(problems), file=sys.stderr)
         return 1
-    print(f"bench/check_results.py: {len(rows)} rows, {len(figures)} figures, {len(PLOTS)} plots: ok")
+    count = {v: sum(1 for f in figures if f.get("verdict") == v) for v in VERDICTS}
+    print(f"bench/check_results.py: {len(rows)} rows, {len(figures)} figures ({count['PASS']} PASS, "
+          f"{count['MISS'] + count['UNJUDGED']} not passing: {count['MISS']} MISS, {count['UNJUDGED']} UNJUDGED), "
+          f"{len(PLOTS)} plots: ok")
     return 0
 
 

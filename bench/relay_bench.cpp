@@ -167,7 +167,7 @@ int exit_status(const Run &run, const Options &o) {
     }
     if (o.enforce_target) {
         for (const auto &f : run.figures) {
-            if (f.verdict == "MISS") {
+            if (f.verdict == "MISS" || f.verdict == "UNJUDGED") {
                 return 3;
             }
         }

@@ -3,6 +3,9 @@
 // its C reference bench/write_c measured in interleaved rounds. Targets: Python <= 1.2 x C, Node
 // (await db.write) <= 1.3 x C; and Node's `await outbox.write(pgClient, event)` <= 1.2 x the same
 // event row inserted by node-postgres alone in the same transaction shape ("pgPlain", same run).
+// Each script records the CPU steal summed over each path's rounds ("steal"), and bench/run runs it
+// again while a side of its targets saw more than --max-steal ("attempts"): a verdict is given on
+// a quiet pair only, UNJUDGED otherwise.
 #include "../scenarios.hpp"
 
 #include <exception>
@@ -17,6 +20,20 @@ Json load(const std::string &file) {
     } catch (const std::exception &e) {
         die(std::string("K: ") + e.what());
     }
+}
+
+// The judging of a script's figure of path `side` against `base`: the steal the script read around
+// each (unmeasured: not quiet) and the runs bench/run made of it.
+Judging script_judging(const Json &j, const Options &o, const char *side, const char *base) {
+    Judging how;
+    how.steal = {j.number_at("steal", side), j.number_at("steal", base)};
+    how.quiet = quiet_sides(quiet_rule(o), how.steal);
+    const double runs = j.number_at("attempts");
+    how.attempts = how.kept = runs >= 1 ? static_cast<int>(runs) : 1;
+    if (!how.quiet) {
+        how.note = "no quiet pair in " + std::to_string(how.attempts) + " run(s) of the script";
+    }
+    return how;
 }
 
 } // namespace
@@ -88,9 +105,11 @@ void scenario_bindings(Bench &b) {
                 expect(run, f.ratio > 0, std::string("K: ") + s.lang + " figures include " + s.paired);
                 f.name += " (median of the per-round ratios; the medians shown)";
             }
+            const Judging how = script_judging(j, o, k, s.baseline);
+            record_sides(f, how, how.steal[0], how.steal[1]);
             if (first && s.target > 0) {
                 f.target = "≤ " + fixed(s.target, 1) + "x";
-                f.verdict = verdict(f.ratio <= s.target);
+                judge(f, how, f.ratio <= s.target, how.steal[0], how.steal[1]);
             }
             first = false;
             add_figure(run, f);
@@ -120,7 +139,8 @@ void scenario_bindings(Bench &b) {
                 f.baseline = "node-postgres INSERT " + fixed(plain, 1) + " us/write";
                 f.ratio = paired;
                 f.target = "≤ 1.2x";
-                f.verdict = verdict(f.ratio <= 1.2);
+                const Judging how = script_judging(j, o, "pg", "pgPlain");
+                judge(f, how, f.ratio <= 1.2, how.steal[0], how.steal[1]);
                 add_figure(run, f);
             }
         }

@@ -63,6 +63,7 @@ struct LatPoint {
     double load = 0, offered = 0, achieved = 0;
     long written = 0, received = 0;
     double p50 = 0, p99 = 0, p999 = 0, max = 0;
+    double steal = -1; // the share of the machine's CPU stolen while it was measured
 };
 
 // One load point: paced writes of events base..base+n, then wait until the consumer saw them all.
@@ -72,6 +73,7 @@ LatPoint latency_point(Run &run, const Options &o, ArrivalRecorder &rec, const s
     const long b0 = base;
     base += cap;
     rec.take(); // anything left over belongs to earlier points
+    const CpuTimes machine0 = cpu_times();
     PacedWrites pw = paced_writes(run, o, notify, rate, seconds, cap, [b0](std::string &out, long k) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "l%010ld", b0 + k);
@@ -102,6 +104,7 @@ LatPoint latency_point(Run &run, const Options &o, ArrivalRecorder &rec, const s
         }
     }
     LatPoint p;
+    p.steal = steal_share(machine0, cpu_times());
     p.mode = mode;
     p.load = load;
     p.offered = rate;
@@ -146,16 +149,45 @@ Json percentiles_json(const LatPoint &p) {
     return j.num("p999_ms", p.p999, 3).num("max_ms", p.max, 3);
 }
 
-// The maximum rate first (its row L-max), then each load point with notify off and on, and the
-// poll-5-ms point: every point measured, with the relay daemon and the consumer running.
-std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
+// One attempt of L: the maximum rate, each load point, the idle relay's statements.
+struct LatRun {
+    LatPoint max;
+    std::vector<LatPoint> points;
+    double idle_statements_per_s = -1;
+};
+
+// The paced points at each load with notify off and on, then the poll-5-ms point at 50%.
+void paced_points(LatRun &lr, Run &run, const Options &o, Pg &pg, ArrivalRecorder &rec, std::unique_ptr<Daemon> &daemon,
+                  long &base) {
+    for (double load : o.latency_loads) {
+        for (int notify = 0; notify < 2; ++notify) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            lr.points.push_back(latency_point(run, o, rec, notify ? "notify on" : "notify off", notify != 0, load,
+                                              load * lr.max.achieved, o.latency_seconds, base));
+            require_alive(*daemon);
+        }
+    }
+    lr.idle_statements_per_s = idle_statements_per_s(pg, o.quick);
+    // Which setting reaches p50 <= 5 ms without writer-side NOTIFY: a short polling interval.
+    if (o.latency_poll_diag) {
+        stop_daemon(*daemon);
+        daemon = start_daemon(run, "bench-latency-poll5", {"--poll-interval-ms", "5"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        lr.points.push_back(latency_point(run, o, rec, "notify off, poll 5 ms", false, 0.5, 0.5 * lr.max.achieved,
+                                          o.latency_seconds, base));
+        require_alive(*daemon);
+    }
+}
+
+// The maximum rate first, then each load point with notify off and on, and the poll-5-ms point:
+// every point measured, with the relay daemon and the consumer running.
+LatRun measure_points(Run &run, const Options &o, Pg &pg) {
     reset_outbox(pg, run);
     pg.exec("CHECKPOINT");
     ArrivalRecorder rec;
     rec.start(run);
     long base = 0;
     auto daemon = start_daemon(run, "bench-latency", {});
-    std::vector<LatPoint> points;
     struct Stop {
         ArrivalRecorder &rec;
         std::unique_ptr<Daemon> &d;
@@ -169,34 +201,86 @@ std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300)); // the relay connects
     progress("L: maximum rate: " + std::to_string(o.writers) + " unpaced writers for " +
              fixed(o.latency_max_seconds, 0) + " s, with the relay daemon (defaults) and a consumer running");
-    LatPoint mx = latency_point(run, o, rec, "notify off", false, 0, 0, o.latency_max_seconds, base);
-    run.max_rate = mx.achieved;
+    LatRun lr;
+    lr.max = latency_point(run, o, rec, "notify off", false, 0, 0, o.latency_max_seconds, base);
+    paced_points(lr, run, o, pg, rec, daemon, base);
+    return lr;
+}
+
+// The sides of L's judged figures: the maximum rate (it sets the load) and each point at 50%.
+std::vector<double> lat_steals(const LatRun &lr) {
+    std::vector<double> out{lr.max.steal};
+    for (const auto &p : lr.points) {
+        if (p.load == 0.5) {
+            out.push_back(p.steal);
+        }
+    }
+    return out;
+}
+
+// The row of the maximum rate.
+Row max_row(const Options &o, const LatPoint &mx) {
     Row rm;
     rm.key = "L-max";
     rm.what = "maximum end-to-end rate: " + std::to_string(o.writers) +
               " unpaced writers (one event per transaction), relay daemon, consumer";
     rm.events = mx.written;
     rm.seconds = static_cast<double>(mx.written) / std::max(1.0, mx.achieved);
-    run.rows.push_back(rm);
-    for (double load : o.latency_loads) {
-        for (int notify = 0; notify < 2; ++notify) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
-            points.push_back(latency_point(run, o, rec, notify ? "notify on" : "notify off", notify != 0, load,
-                                           load * run.max_rate, o.latency_seconds, base));
-            require_alive(*daemon);
-        }
+    rm.steal = mx.steal;
+    return rm;
+}
+
+// The figures of a point at 50% load: p50 and p99 against their targets, judged.
+void half_load_figures(Run &run, const LatPoint &p, const LatPoint &mx, const Judging &how) {
+    Figure f50, f99;
+    f50.section = f99.section = "4 latency";
+    f50.name = "p50 at 50% load, " + p.mode;
+    f50.value = fixed(p.p50, 2) + " ms";
+    f50.target = "≤ 5 ms";
+    judge(f50, how, p.p50 <= 5, p.steal, mx.steal);
+    f99.name = "p99 at 50% load, " + p.mode;
+    f99.value = fixed(p.p99, 2) + " ms";
+    f99.target = "≤ 25 ms";
+    judge(f99, how, p.p99 <= 25, p.steal, mx.steal);
+    f50.baseline = f99.baseline = "max rate " + rate_str(mx.achieved) + " (same run)";
+    add_figure(run, f50);
+    add_figure(run, f99);
+}
+
+// The row of a load point.
+Row point_row(const LatPoint &p) {
+    Row r;
+    r.key = "L-" + std::string(p.mode == "notify on" ? "on" : (p.mode == "notify off" ? "off" : "poll5")) + "-" +
+            fixed(p.load * 100, 0);
+    r.what = "latency COMMIT -> consumer, " + p.mode + ", " + fixed(p.load * 100, 0) + "% of max (" +
+             fixed(p.offered, 0) + "/s offered): p50 " + fixed(p.p50, 2) + " ms, p99 " + fixed(p.p99, 2) +
+             " ms, p99.9 " + fixed(p.p999, 2) + " ms";
+    r.events = p.written;
+    r.seconds = p.achieved > 0 ? static_cast<double>(p.written) / p.achieved : 0;
+    r.steal = p.steal;
+    r.extra = percentiles_json(p).num("load", p.load, 2).num("offered_per_s", p.offered, 1);
+    return r;
+}
+
+// The idle relay's statements per second, a count rather than a speed: its figure is not judged
+// on steal.
+void idle_figure(Run &run, const Options &o) {
+    if (run.idle_statements_per_s < 0) {
+        return;
     }
-    run.idle_statements_per_s = idle_statements_per_s(pg, o.quick);
-    // Which setting reaches p50 <= 5 ms without writer-side NOTIFY: a short polling interval.
-    if (o.latency_poll_diag) {
-        stop_daemon(*daemon);
-        daemon = start_daemon(run, "bench-latency-poll5", {"--poll-interval-ms", "5"});
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        points.push_back(latency_point(run, o, rec, "notify off, poll 5 ms", false, 0.5, 0.5 * run.max_rate,
-                                       o.latency_seconds, base));
-        require_alive(*daemon);
-    }
-    return points;
+    Figure fi;
+    fi.section = "4 latency";
+    fi.name = "idle relay (defaults): statements per second";
+    fi.value = fixed(run.idle_statements_per_s, 1) + "/s";
+    fi.target = "≤ 20/s";
+    fi.verdict = verdict(run.idle_statements_per_s <= 20);
+    add_figure(run, fi);
+    Row r;
+    r.key = "L-idle";
+    r.what = "idle relay (defaults), 3 s after the last event: " + fixed(run.idle_statements_per_s, 1) +
+             " statements/s (pg_stat_database transactions over " + (o.quick ? "5" : "10") +
+             " s; an idle poll is one autocommit statement)";
+    run.rows.push_back(r);
 }
 
 } // namespace
@@ -204,53 +288,24 @@ std::vector<LatPoint> measure_points(Run &run, const Options &o, Pg &pg) {
 void scenario_latency(Bench &b) {
     Run &run = b.run;
     const Options &o = b.o;
-    const std::vector<LatPoint> points = measure_points(run, o, b.pg);
+    // Every point of an attempt is measured with the same daemon and consumer: judged together.
+    const auto q = measure_quiet<LatRun>(
+        "L", quiet_rule(o), [&](int) { return measure_points(run, o, b.pg); }, lat_steals);
+    const LatRun &lr = q.value;
+    run.max_rate = lr.max.achieved;
+    run.idle_statements_per_s = lr.idle_statements_per_s;
+    run.rows.push_back(max_row(o, lr.max));
     Json series = Json::array();
-    for (const auto &p : points) {
+    for (const auto &p : lr.points) {
         Json s = Json::object().str("mode", p.mode).num("load", p.load, 2).num("offered_per_s", p.offered, 1);
         s.num("achieved_per_s", p.achieved, 1).integer("written", p.written).integer("received", p.received);
         series.push(s.merge(percentiles_json(p)));
-        Row r;
-        r.key = "L-" + std::string(p.mode == "notify on" ? "on" : (p.mode == "notify off" ? "off" : "poll5")) + "-" +
-                fixed(p.load * 100, 0);
-        r.what = "latency COMMIT -> consumer, " + p.mode + ", " + fixed(p.load * 100, 0) + "% of max (" +
-                 fixed(p.offered, 0) + "/s offered): p50 " + fixed(p.p50, 2) + " ms, p99 " + fixed(p.p99, 2) +
-                 " ms, p99.9 " + fixed(p.p999, 2) + " ms";
-        r.events = p.written;
-        r.seconds = p.achieved > 0 ? static_cast<double>(p.written) / p.achieved : 0;
-        r.extra = percentiles_json(p).num("load", p.load, 2).num("offered_per_s", p.offered, 1);
-        run.rows.push_back(r);
+        run.rows.push_back(point_row(p));
         if (p.load == 0.5) {
-            Figure f50, f99;
-            f50.section = f99.section = "4 latency";
-            f50.name = "p50 at 50% load, " + p.mode;
-            f50.value = fixed(p.p50, 2) + " ms";
-            f50.target = "≤ 5 ms";
-            f50.verdict = verdict(p.p50 <= 5);
-            f99.name = "p99 at 50% load, " + p.mode;
-            f99.value = fixed(p.p99, 2) + " ms";
-            f99.target = "≤ 25 ms";
-            f99.verdict = verdict(p.p99 <= 25);
-            f50.baseline = f99.baseline = "max rate " + rate_str(run.max_rate) + " (same run)";
-            add_figure(run, f50);
-            add_figure(run, f99);
+            half_load_figures(run, p, lr.max, q.how);
         }
     }
-    if (run.idle_statements_per_s >= 0) {
-        Figure fi;
-        fi.section = "4 latency";
-        fi.name = "idle relay (defaults): statements per second";
-        fi.value = fixed(run.idle_statements_per_s, 1) + "/s";
-        fi.target = "≤ 20/s";
-        fi.verdict = verdict(run.idle_statements_per_s <= 20);
-        add_figure(run, fi);
-        Row r;
-        r.key = "L-idle";
-        r.what = "idle relay (defaults), 3 s after the last event: " + fixed(run.idle_statements_per_s, 1) +
-                 " statements/s (pg_stat_database transactions over " + (o.quick ? "5" : "10") +
-                 " s; an idle poll is one autocommit statement)";
-        run.rows.push_back(r);
-    }
+    idle_figure(run, o);
     run.series["latency"] = series;
     run.notes.push_back("L: writers pace commits at 25/50/80% of the maximum rate measured first (" +
                         rate_str(run.max_rate) +

@@ -73,13 +73,17 @@ void usage(FILE *to, const std::vector<Scenario> &table) {
                      "  --drain-bin PATH    the drain child of D, E, P, Z, R-w1 (default relay_drain next to it)\n"
                      "  --bindings-python FILE, --bindings-node FILE  K: JSON written by python/bench_write.py\n"
                      "                      and node/bench/write.js in this run (bench/run passes them)\n"
+                     "  --max-steal PCT     a verdict (PASS/MISS) only when both sides of a figure saw at most\n"
+                     "                      PCT%% of the CPU stolen (/proc/stat), else UNJUDGED (default 2)\n"
+                     "  --quiet-wait S      measure a noisy pair again after an idle wait, for at most S s per\n"
+                     "                      figure (default 600); --no-retry: one attempt (--quick's default)\n"
                      "  --quick             small sizes, for checking the harness (well under 2 minutes)\n"
                      "  --only LIST         scenarios to run\n"
                      "  --json FILE         write the figures as JSON to FILE\n"
                      "  --md FILE           write the Markdown report to FILE\n"
                      "  --steps-csv FILE    write every relay step's outbox_relay_stats to FILE\n"
                      "  --keep              keep the schema, exchange and queue afterwards\n"
-                     "  --enforce-target    exit 3 when a target is missed\n"
+                     "  --enforce-target    exit 3 when a target is missed or left UNJUDGED\n"
                      "environment: OUTBOX_PG_URL, OUTBOX_AMQP_URL (default: the scripts/services.sh endpoints;\n"
                      "  a list of brokers in OUTBOX_AMQP_URL: the relay gets the list, the baseline its first\n"
                      "  address, the node the relay connects to first)\n");
@@ -109,7 +113,7 @@ std::vector<long> parse_list(const std::string &opt, const char *v, long lo, lon
 // Which sizes the command line gave: --quick changes only the others.
 struct Given {
     bool events = false, writes = false, slices = false, drains = false, sweep = false, batches = false,
-         windows = false, scale = false, lat = false, health = false, part = false, size = false;
+         windows = false, scale = false, lat = false, health = false, part = false, size = false, quiet = false;
 };
 
 // One option: what its value does to the options, and which size it gives (--quick leaves those).
@@ -195,6 +199,9 @@ const std::vector<Opt> &option_table() {
         text("--drain-bin", &Options::drain_bin),
         text("--bindings-python", &Options::bindings_python_json),
         text("--bindings-node", &Options::bindings_node_json),
+        number("--max-steal", &Options::max_steal_pct, 0.0, 100.0, nullptr),
+        number("--quiet-wait", &Options::quiet_wait_s, 0.0, 86400.0, &Given::quiet),
+        flag("--no-retry", &Options::no_retry),
         flag("--quick", &Options::quick),
         text("--only", &Options::only),
         text("--json", &Options::json_file),
@@ -251,6 +258,9 @@ void apply_quick(Options &o, const Given &set) {
     if (!set.slices) {
         o.w_slices = 4;
     }
+    if (!set.quiet) {
+        o.no_retry = true;
+    }
 }
 
 } // namespace
@@ -302,6 +312,14 @@ Options parse_options(int argc, char **argv, const std::vector<Scenario> &table)
         o.w1_events = std::max(100L, o.events / 100);
     }
     return o;
+}
+
+QuietRule quiet_rule(const Options &o) {
+    QuietRule r;
+    r.max_steal = o.max_steal_pct / 100.0;
+    r.wait_s = o.quiet_wait_s;
+    r.retry = !o.no_retry && o.quiet_wait_s > 0;
+    return r;
 }
 
 bool wanted(const Options &o, const std::string &scenario) {

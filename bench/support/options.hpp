@@ -1,6 +1,8 @@
 // relay_bench's command line: every option with its default, and what --quick makes of them.
 #pragma once
 
+#include "quiet.hpp"
+
 #include <string>
 #include <vector>
 
@@ -57,6 +59,9 @@ struct Options {
     std::string drain_bin;            // the drain child, relay_drain (default: next to this binary)
     std::string bindings_python_json; // K: python/bench_write.py --json output of this run
     std::string bindings_node_json;   // K: node/bench/write.js --json output of this run
+    double max_steal_pct = 2;         // a figure's sides are quiet when at most this % of the CPU was stolen
+    double quiet_wait_s = 600;        // per figure: how long to keep measuring again for a quiet pair
+    bool no_retry = false;            // one attempt per figure (--quick, unless --quiet-wait is given)
     bool quick = false;
     bool keep = false;
     bool enforce_target = false;
@@ -68,6 +73,9 @@ struct Options {
 
 // Parses the command line; --help prints the usage, with the table's scenarios, and exits.
 Options parse_options(int argc, char **argv, const std::vector<Scenario> &table);
+
+// The judging of figures on quiet pairs (support/quiet.hpp) by --max-steal, --quiet-wait, --no-retry.
+QuietRule quiet_rule(const Options &o);
 
 // True when the scenarios to run (--only, else the table's default ones) include this one.
 bool wanted(const Options &o, const std::string &scenario);

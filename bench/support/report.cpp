@@ -38,6 +38,8 @@ Json params_json(const Run &run, const Options &o) {
     p.integer("sweep_events", o.sweep_events).integer("scale_events", o.scale_events);
     p.integer("scale_per_aggregate", o.scale_per_aggregate).num("latency_seconds", o.latency_seconds, 1);
     p.num("health_minutes", o.health_minutes, 2).integer("health_age_s", o.health_age_s);
+    const QuietRule rule = quiet_rule(o);
+    p.num("max_steal", rule.max_steal, 4).num("quiet_wait_s", rule.wait_s, 0).boolean("retry", rule.retry);
     return p;
 }
 
@@ -69,7 +71,44 @@ Json figure_json(const Figure &f) {
     if (f.ratio >= 0) {
         j.num("ratio", f.ratio, 4);
     }
-    return j.str("target", f.target).str("verdict", f.verdict);
+    j.str("target", f.target).str("verdict", f.verdict);
+    if (f.attempts > 0) {
+        j.integer("attempts", f.attempts).num("cpu_steal", f.steal, 4).num("baseline_cpu_steal", f.baseline_steal, 4);
+        j.set("attempt_steals", Json::numbers(f.attempt_steals, 4)).str("judging", f.judging);
+    }
+    return j;
+}
+
+// The Targets table: every figure with its same-run baseline, ratio, target, verdict, the CPU
+// stolen around both sides and the attempts its judging took, in the order.
+void targets_md(std::ostringstream &m, const Run &run, const Options &o) {
+    int pass = 0, miss = 0, unjudged = 0;
+    for (const auto &f : run.figures) {
+        pass += f.verdict == "PASS" ? 1 : 0;
+        miss += f.verdict == "MISS" ? 1 : 0;
+        unjudged += f.verdict == "UNJUDGED" ? 1 : 0;
+    }
+    const QuietRule rule = quiet_rule(o);
+    m << "## Targets (" << pass << " PASS, " << miss << " MISS, " << unjudged << " UNJUDGED)\n\n";
+    m << "A verdict is given only when both sides of the figure saw at most " << steal_pct(rule.max_steal)
+      << " of the CPU stolen; "
+      << (rule.retry ? "a noisy pair was measured again after an idle wait, for at most " + fixed(rule.wait_s, 0) +
+                           " s per figure"
+                     : std::string("this run made one attempt per figure (retrying off)"))
+      << ", and without a quiet pair the figure is UNJUDGED (never PASS).\n\n";
+    m << "| scenario | figure | value | baseline (same run) | ratio | target | verdict "
+         "| CPU stolen (figure / baseline) | attempts |\n";
+    m << "| --- | --- | --- | --- | ---: | --- | --- | --- | ---: |\n";
+    std::vector<Figure> figs = run.figures;
+    std::stable_sort(figs.begin(), figs.end(), [](const Figure &a, const Figure &b) { return a.section < b.section; });
+    for (const auto &f : figs) {
+        const bool judged = f.attempts > 0;
+        m << "| " << f.section << " | " << f.name << " | " << f.value << " | " << f.baseline << " | "
+          << (f.ratio >= 0 ? fixed(f.ratio, f.ratio < 10 ? 2 : 1) : "") << " | " << f.target << " | "
+          << (f.verdict == "PASS" || f.verdict.empty() ? f.verdict : "**" + f.verdict + "**") << " | "
+          << (judged ? steal_pct(f.steal) + " / " + steal_pct(f.baseline_steal) : "") << " | "
+          << (judged ? std::to_string(f.attempts) : "") << " |\n";
+    }
 }
 
 } // namespace
@@ -137,22 +176,7 @@ void write_md(const Run &run, const Options &o, const Env &env) {
         }
         m << "\n";
     }
-    int pass = 0, miss = 0;
-    for (const auto &f : run.figures) {
-        pass += f.verdict == "PASS" ? 1 : 0;
-        miss += f.verdict == "MISS" ? 1 : 0;
-    }
-    m << "## Targets (" << pass << " PASS, " << miss << " MISS)\n\n";
-    m << "| scenario | figure | value | baseline (same run) | ratio | target | verdict |\n";
-    m << "| --- | --- | --- | --- | ---: | --- | --- |\n";
-    // In the order (1 drain ... 8 table health), whatever order the scenarios ran in.
-    std::vector<Figure> figs = run.figures;
-    std::stable_sort(figs.begin(), figs.end(), [](const Figure &a, const Figure &b) { return a.section < b.section; });
-    for (const auto &f : figs) {
-        m << "| " << f.section << " | " << f.name << " | " << f.value << " | " << f.baseline << " | "
-          << (f.ratio >= 0 ? fixed(f.ratio, f.ratio < 10 ? 2 : 1) : "") << " | " << f.target << " | "
-          << (f.verdict == "MISS" ? "**MISS**" : f.verdict) << " |\n";
-    }
+    targets_md(m, run, o);
     m << "\n## Every measurement\n\n";
     m << "| key | what | events | seconds | events/s | ratio | relay peak RSS | CPU stolen |\n";
     m << "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |\n";

@@ -17,6 +17,10 @@ void add_figure(Run &run, Figure f) {
     if (!f.target.empty()) {
         line += " (target " + f.target + (f.verdict.empty() ? "" : ": " + f.verdict) + ")";
     }
+    if (f.attempts > 0) {
+        line += "; CPU stolen " + steal_pct(f.steal) + " / " + steal_pct(f.baseline_steal) + ", " +
+                std::to_string(f.attempts) + " attempt(s)" + (f.judging.empty() ? "" : ", " + f.judging);
+    }
     progress(line);
     run.figures.push_back(std::move(f));
 }
@@ -28,6 +32,39 @@ Row *find_row(Run &run, const std::string &key) {
         }
     }
     return nullptr;
+}
+
+void judge(Figure &f, const Judging &how, bool pass, double steal, double baseline_steal) {
+    record_sides(f, how, steal, baseline_steal);
+    f.verdict = how.verdict(pass);
+}
+
+void record_sides(Figure &f, const Judging &how, double steal, double baseline_steal) {
+    f.attempts = how.attempts;
+    f.steal = steal;
+    f.baseline_steal = baseline_steal;
+    f.attempt_steals = how.worst;
+    f.judging = how.note;
+}
+
+Row retried(Row r, int attempt) {
+    if (attempt > 1) {
+        r.what += " (attempt " + std::to_string(attempt) + " of its figure's judging)";
+        if (r.extra.empty()) {
+            r.extra = Json::object();
+        }
+        r.extra.integer("attempt", attempt);
+    }
+    return r;
+}
+
+std::vector<double> steals(const std::vector<Row> &rows) {
+    std::vector<double> out;
+    out.reserve(rows.size());
+    for (const auto &r : rows) {
+        out.push_back(r.steal);
+    }
+    return out;
 }
 
 void expect(Run &run, bool ok, const std::string &what) {

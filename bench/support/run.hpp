@@ -6,6 +6,7 @@
 #include "events.hpp"
 #include "json.hpp"
 #include "pg.hpp"
+#include "quiet.hpp"
 
 #include <map>
 #include <string>
@@ -38,7 +39,14 @@ struct Figure {
     std::string baseline; // the same-run baseline with its figure, or ""
     double ratio = -1;    // figure / baseline (or as the target defines it); -1: none
     std::string target;   // e.g. "≥ 0.85"; "" when only reported
-    std::string verdict;  // PASS, MISS or "" (no target)
+    std::string verdict;  // PASS, MISS, UNJUDGED (the sides were not measured quiet) or "" (no target)
+    // The quiet judging (issue 30; judge()): its attempts (0: the figure is not judged by it), the
+    // CPU stolen around the figure's measurement and the baseline's, each attempt's noisiest side,
+    // and why it ended without a quiet pair.
+    int attempts = 0;
+    double steal = -1, baseline_steal = -1;
+    std::vector<double> attempt_steals;
+    std::string judging;
 };
 
 struct Run {
@@ -65,6 +73,16 @@ void add_figure(Run &run, Figure f);
 // A self-check: a failure is printed and listed at the top of the report (exit status 2).
 void expect(Run &run, bool ok, const std::string &what);
 Row *find_row(Run &run, const std::string &key);
+// Gives f the verdict of `how` (PASS or MISS by `pass` on a quiet pair, else UNJUDGED), its attempts
+// and the steal around its two sides.
+void judge(Figure &f, const Judging &how, bool pass, double steal, double baseline_steal);
+// The same for a figure only reported (no verdict): its attempts and the steal around its sides.
+void record_sides(Figure &f, const Judging &how, double steal, double baseline_steal);
+// A row measured by a later attempt of its figure's judging: its description says so, and its JSON
+// (member "attempt"); its key stays what later figures look it up by.
+Row retried(Row r, int attempt);
+// The steal of each row, for measure_quiet.
+std::vector<double> steals(const std::vector<Row> &rows);
 // A row's rate with the share of CPU the hypervisor took meanwhile: "13653 events/s (CPU stolen 23%)".
 std::string rate_with_steal(const Row &r);
 // Checks one message taken off the queue against the generator's bytes.

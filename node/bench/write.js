@@ -19,7 +19,9 @@
 //            see the same load and server. --c-bin PATH runs an already built one (bench/run passes
 //            build/release/bench/write_c); otherwise it is built against the installed library
 //            (pkg-config outbox; PKG_CONFIG_PATH defaults to the repository's _install/).
-// Figures are medians over rounds (min in brackets); rounds alternate between the paths.
+// Figures are medians over rounds (min in brackets); rounds alternate between the paths. The share
+// of the machine's CPU the hypervisor took (steal, /proc/stat) is summed over each path's rounds
+// (JSON "steal"): bench/run judges a target only when both its sides saw little of it.
 //
 //   node bench/write.js [--writes N] [--rounds R] [--with-c] [--c-bin PATH] [--json FILE]
 // Environment: OUTBOX_PG_URL (default the local throwaway PostgreSQL); OUTBOX_NODE_PACKAGE, the
@@ -98,6 +100,30 @@ function event(i) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+// The machine's CPU time and the part of it stolen, from /proc/stat's first line; null without it.
+function cpuTimes() {
+  try {
+    const v = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1, 9).map(Number);
+    return v.length === 8 ? { total: v.reduce((a, b) => a + b, 0), steal: v[7] } : null;
+  } catch (e) {
+    return null;
+  }
+}
+
+// Per path, the ticks of the machine and of steal summed over its rounds.
+const stealTicks = {};
+async function around(name, fn) {
+  const a = cpuTimes();
+  const out = await fn();
+  const b = cpuTimes();
+  if (a && b) {
+    const t = (stealTicks[name] = stealTicks[name] || { total: 0, steal: 0 });
+    t.total += b.total - a.total;
+    t.steal += b.steal - a.steal;
+  }
+  return out;
+}
+
 async function main() {
   const schema = `bench_node_${process.pid}`;
   const options = { 'outbox.schema': schema, 'event.type_map': 'PRD=Product' };
@@ -168,18 +194,18 @@ async function main() {
     await pgUnpreparedRound();
     renderRound();
     for (let r = 0; r < ROUNDS; r++) {
-      if (c) results.c.push(await c.round(N));
-      results.addon.push(await addonRound());
-      results.addonMany.push(await manyRound());
+      if (c) results.c.push(await around('c', () => c.round(N)));
+      results.addon.push(await around('addon', addonRound));
+      results.addonMany.push(await around('addonMany', manyRound));
       // pg and pg plain alternate which goes first, against drift within a round.
       if (r % 2 === 0) {
-        results.pg.push(await pgRound());
-        results.pgPlain.push(await pgPlainRound());
+        results.pg.push(await around('pg', pgRound));
+        results.pgPlain.push(await around('pgPlain', pgPlainRound));
       } else {
-        results.pgPlain.push(await pgPlainRound());
-        results.pg.push(await pgRound());
+        results.pgPlain.push(await around('pgPlain', pgPlainRound));
+        results.pg.push(await around('pg', pgRound));
       }
-      results.pgUnprepared.push(await pgUnpreparedRound());
+      results.pgUnprepared.push(await around('pgUnprepared', pgUnpreparedRound));
       results.render.push(renderRound());
     }
   } finally {
@@ -197,6 +223,9 @@ async function main() {
     us_per_write: Object.fromEntries(Object.keys(results).map((k) => [k, fig(k)])),
     us_per_write_min: Object.fromEntries(Object.keys(results).map((k) => [k, min(k)])),
     all_rounds: Object.fromEntries(Object.entries(results).map(([k, v]) => [k, v.map((x) => +x.toFixed(1))])),
+    steal: Object.fromEntries(
+      Object.entries(stealTicks).map(([k, t]) => [k, t.total > 0 ? +(t.steal / t.total).toFixed(4) : -1]),
+    ),
   };
   const vsC = (k) => (c ? ` | ${(median(results[k]) / median(results.c)).toFixed(2)}x` : '');
   console.log(`| path (${N} writes in one transaction; median of ${ROUNDS} rounds [min]) | µs/write${c ? ' | vs C' : ''} |`);
