@@ -38,6 +38,21 @@ bool bad_size(const outbox_dedupe_result *out) {
     return false;
 }
 
+// The dedupe row's meaning into `out`: `interpret(key, order_check)` gives the result.
+template <typename Fn>
+outbox_status interpret_into(outbox_dedupe_result *out, const outbox_config *cfg, const char *aggregate_type,
+                             const char *aggregate_id, int64_t seq, Fn &&interpret) {
+    OUTBOX_REQUIRE(out);
+    if (bad_size(out)) {
+        return OUTBOX_ERR_INVALID_ARGUMENT;
+    }
+    return guard([&] {
+        static const outbox::Config defaults;
+        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
+        fill(out, interpret(make_key("", "", aggregate_type, aggregate_id, seq), c.inbox_order_check));
+    });
+}
+
 } // namespace
 
 extern "C" {
@@ -77,34 +92,20 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
 
 outbox_status outbox_dedupe_interpret(outbox_dedupe_result *out, const outbox_config *cfg, const char *aggregate_type,
                                       const char *aggregate_id, int64_t seq, int first_time, int64_t previous_seq) {
-    OUTBOX_REQUIRE(out);
-    if (bad_size(out)) {
-        return OUTBOX_ERR_INVALID_ARGUMENT;
-    }
-    return guard([&] {
-        static const outbox::Config defaults;
-        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
+    return interpret_into(out, cfg, aggregate_type, aggregate_id, seq, [&](const auto &key, bool check) {
         std::optional<int64_t> previous;
         if (previous_seq >= 0) {
             previous = previous_seq;
         }
-        fill(out, outbox::inbox::interpret(make_key("", "", aggregate_type, aggregate_id, seq), first_time != 0,
-                                           previous, c.inbox_order_check));
+        return outbox::inbox::interpret(key, first_time != 0, previous, check);
     });
 }
 
 outbox_status outbox_dedupe_interpret_row(outbox_dedupe_result *out, const outbox_config *cfg,
                                           const char *aggregate_type, const char *aggregate_id, int64_t seq,
                                           const char *first_time, const char *previous_seq) {
-    OUTBOX_REQUIRE(out);
-    if (bad_size(out)) {
-        return OUTBOX_ERR_INVALID_ARGUMENT;
-    }
-    return guard([&] {
-        static const outbox::Config defaults;
-        const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
-        fill(out, outbox::inbox::interpret_text(make_key("", "", aggregate_type, aggregate_id, seq), first_time,
-                                                previous_seq, c.inbox_order_check));
+    return interpret_into(out, cfg, aggregate_type, aggregate_id, seq, [&](const auto &key, bool check) {
+        return outbox::inbox::interpret_text(key, first_time, previous_seq, check);
     });
 }
 
