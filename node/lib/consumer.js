@@ -198,12 +198,13 @@ class Consumer extends Handle {
     this._consuming = true;
     this._start();
     const db = new LoopClient(this, lent, pool);
-    const loop = await this._op((h) => native.loop_new(h, lent ? L.DRIVER_LENT : L.DRIVER_OWNED, -1, 0, 'dollar'));
-    try {
+    let loop = null;
+    try { // from loop_new on: the flag is reset whatever fails
+      loop = await this._op((h) => native.loop_new(h, lent ? L.DRIVER_LENT : L.DRIVER_OWNED, -1, 0, 'dollar'));
       await this._drive(loop, db, handler);
     } finally {
       this._consuming = false;
-      native.loop_free(loop);
+      if (loop !== null) native.loop_free(loop);
       await db.close();
     }
   }

@@ -1,0 +1,50 @@
+'use strict';
+// The JS side of the library's step machines: what an error of the addon's own (not the driver's)
+// does to consume() and to outbox.write(client, event). The addon's functions are replaced for a
+// moment (the package calls them through the same exports object), so the failures are planted.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { env, event, pgClient, outbox } = require('./helpers');
+
+const native = outbox.native;
+
+/** Runs fn with native[name] replaced by replacement; restores it, whatever happens. */
+async function withNative(name, replacement, fn) {
+  const original = native[name];
+  native[name] = replacement(original);
+  try {
+    return await fn();
+  } finally {
+    native[name] = original;
+  }
+}
+
+test('consume(): after a loop that failed to start, consume() runs (no "already consuming")', async (t) => {
+  const e = await env(t);
+  const name = e.consumerName();
+  const consumer = e.outbox.consumer(name);
+  t.after(() => consumer.close());
+  await consumer.connect(); // the queue exists before anything is published
+  const planted = Object.assign(new Error('planted: loop_new failed'), { code: 'INTERNAL' });
+  await withNative('loop_new', () => () => Promise.reject(planted), () =>
+    assert.rejects(consumer.consume(() => {}), (err) => err === planted));
+
+  const writer = await pgClient();
+  t.after(() => writer.end());
+  await e.outbox.write(writer, event({ aggregateId: 'after' }));
+  const relay = e.outbox.relay();
+  t.after(() => relay.close());
+  assert.equal((await e.drain(relay)).published, 1);
+  const seen = [];
+  await consumer.consume((m) => {
+    seen.push(m.aggregateId);
+    consumer.stop();
+  });
+  assert.deepEqual(seen, ['after']);
+
+  // Closed: each consume() says so, never "already consuming".
+  await consumer.close();
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(consumer.consume(() => {}), (err) => err.code === 'INVALID_ARGUMENT' && /closed/.test(err.message));
+  }
+});
