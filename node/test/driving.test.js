@@ -48,3 +48,33 @@ test('consume(): after a loop that failed to start, consume() runs (no "already 
     await assert.rejects(consumer.consume(() => {}), (err) => err.code === 'INVALID_ARGUMENT' && /closed/.test(err.message));
   }
 });
+
+test('outbox.write(client): an error of the addon\'s is not reported to the plan as the driver\'s', async (t) => {
+  const client = await pgClient();
+  t.after(() => client.end()); // first: its transaction would hold the schema env() drops
+  const e = await env(t);
+  const planted = Object.assign(new Error('planted: write_plan_done failed'), { code: 'INTERNAL' });
+  const failed = [];
+  await client.query('BEGIN');
+  await withNative('write_plan_failed', (original) => (plan, err) => {
+    failed.push(err);
+    return original(plan, err);
+  }, () => withNative('write_plan_done', (original) => {
+    let calls = 0;
+    return (...args) => { // fails once
+      if (calls++ === 0) throw planted;
+      return original(...args);
+    };
+  }, () => assert.rejects(e.outbox.write(client, event()), (err) => err === planted)));
+  assert.deepEqual(failed, [], 'write_plan_failed was not called: no driver failure');
+  await client.query('ROLLBACK');
+  // A failure of the driver's own is still the plan's to judge: a closed client is CONNECTION.
+  const closed = await pgClient();
+  await closed.end();
+  await withNative('write_plan_failed', (original) => (plan, err) => {
+    failed.push(err);
+    return original(plan, err);
+  }, () => assert.rejects(e.outbox.write(closed, event()), { code: 'CONNECTION' }));
+  assert.equal(failed.length, 1);
+  assert.equal((await e.outbox.write(client, event())).seq, 1, 'the client writes as before');
+});
