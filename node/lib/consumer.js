@@ -93,8 +93,9 @@ class LoopClient {
       return native.loop_opened(loop, true, '');
     }
     await this.close();
-    const { name, _options: options, _log: log } = this.consumer;
-    const c = new (require('pg').Client)({ connectionString: options['pg.url'] });
+    const { name, _options: { 'pg.url': connectionString }, _log: log, _cfg: cfg } = this.consumer;
+    const connectionTimeoutMillis = 1000 * native.config_get(cfg, 'pg.connect_timeout_s'); // as the library connects
+    const c = new (require('pg').Client)({ connectionString, connectionTimeoutMillis, keepAlive: true });
     c.on('error', (e) => log && log('warn', `consumer ${name}: PostgreSQL: ${e.message}`));
     try {
       await c.connect();

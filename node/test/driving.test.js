@@ -4,6 +4,7 @@
 // moment (the package calls them through the same exports object), so the failures are planted.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const net = require('node:net');
 const { env, event, pgClient, outbox } = require('./helpers');
 
 const native = outbox.native;
@@ -77,4 +78,32 @@ test('outbox.write(client): an error of the addon\'s is not reported to the plan
   }, () => assert.rejects(e.outbox.write(closed, event()), { code: 'CONNECTION' }));
   assert.equal(failed.length, 1);
   assert.equal((await e.outbox.write(client, event())).seq, 1, 'the client writes as before');
+});
+
+test('consume() on its own client: connecting gives up after pg.connect_timeout_s, so stop() returns', async (t) => {
+  // A server that accepts connections and never answers: without a timeout, connect() (and so
+  // consume() after stop()) would wait forever.
+  const sockets = [];
+  const server = net.createServer((s) => sockets.push(s)).listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const e = await env(t, { 'pg.connect_timeout_s': 1 });
+  const logs = [];
+  const consumer = e.outbox.consumer(e.consumerName(), {
+    'pg.url': `postgresql://outbox:outbox@127.0.0.1:${server.address().port}/outbox`,
+    logger: (level, msg) => logs.push(`${level} ${msg}`),
+  });
+  t.after(() => consumer.close());
+  const started = Date.now();
+  const done = consumer.consume(() => {});
+  const failed = () => logs.some((l) => l.includes('cannot connect to PostgreSQL'));
+  while (!failed() && Date.now() - started < 10000) await new Promise((r) => setTimeout(r, 50));
+  consumer.stop();
+  await done;
+  assert.ok(failed(), `the connect failure was logged:\n${logs.join('\n')}`);
+  assert.ok(sockets.length >= 1, 'the consumer connected to the silent server');
+  assert.ok(Date.now() - started < 8000, `consume() returned ${Date.now() - started} ms after it started`);
 });
