@@ -80,6 +80,19 @@ test('outbox.write(client): an error of the addon\'s is not reported to the plan
   assert.equal((await e.outbox.write(client, event())).seq, 1, 'the client writes as before');
 });
 
+test('a driver error without SQLSTATE is a lost connection only for the phrases that say so', async (t) => {
+  const e = await env(t);
+  // A pooled client whose query() throws at once (node-postgres rejects; a throw is the driver's failure too).
+  const failing = (message) => ({ query: () => { throw new Error(message); }, release() {} });
+  await assert.rejects(e.outbox.write(failing('This socket has been ended by the other party'), event()),
+    { code: 'CONNECTION' });
+  await assert.rejects(e.outbox.write(failing('Client was closed and is not queryable'), event()), { code: 'CONNECTION' });
+  for (const message of ['the text appended is too long', 'an extended statistics object failed']) {
+    await assert.rejects(e.outbox.write(failing(message), event()), (err) => err.code !== 'CONNECTION' &&
+      err.cause?.message === message, message);
+  }
+});
+
 test('consume() on its own client: connecting gives up after pg.connect_timeout_s, so stop() returns', async (t) => {
   // A server that accepts connections and never answers: without a timeout, connect() (and so
   // consume() after stop()) would wait forever.

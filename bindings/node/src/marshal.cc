@@ -62,12 +62,18 @@ bool is_sqlstate(const std::string &s) {
     return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(c) || std::isupper(c); });
 }
 
-// node-postgres on a connection that is gone: a network errno, or its words for a closed client.
+// node-postgres on a connection that is gone: a network errno, or one of these phrases found in the
+// lower-cased message, from what it and Node say of a closed or ended connection:
+//   "Client was closed and is not queryable", "Client has encountered a connection error and is not
+//   queryable" (pg); "Connection terminated", "... unexpectedly", "... due to connection timeout" (pg);
+//   "connection is closed" (kept from the first list; node-postgres itself does not say it); "This
+//   socket has been ended by the other party" (Node's net). Not a bare "ended": it is in "extended",
+//   "appended" and other words of messages about anything.
 bool lost(const std::string &code, std::string message) {
     static const char *const errnos[] = {"ECONNRESET",   "ECONNREFUSED", "EPIPE",       "ETIMEDOUT",
                                          "EHOSTUNREACH", "ENOTFOUND",    "ENETUNREACH", "ECONNABORTED"};
     static const char *const words[] = {"not queryable", "connection terminated", "connection is closed",
-                                        "client was closed", "ended"};
+                                        "client was closed", "socket has been ended"};
     for (const char *e : errnos) {
         if (code == e) {
             return true;
