@@ -116,6 +116,25 @@ Napi::Array own_keys(Napi::Env env, const Napi::Object &o) {
     return Napi::Array(env, keys);
 }
 
+const std::string &StatementNames::get(const char *prefix, std::string_view sql) {
+    for (const Entry &e : entries_) {
+        if (e.sql == sql && e.prefix == prefix) {
+            return e.name;
+        }
+    }
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string_view>{}(sql));
+    Entry made{prefix, std::string(sql), std::string(prefix) + "_" + hash};
+    if (entries_.size() < kMax) {
+        entries_.push_back(std::move(made));
+        return entries_.back().name;
+    }
+    Entry &slot = entries_[next_];
+    next_ = (next_ + 1) % kMax;
+    slot = std::move(made);
+    return slot.name;
+}
+
 Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *prefix) {
     const char *sql = outbox_statement_sql(st);
     Napi::Object q = Napi::Object::New(env);
@@ -123,9 +142,7 @@ Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *pre
     q.Set("values", statement_values(env, st));
     q.Set("rowMode", "array");
     if (prefix != nullptr) {
-        char hash[17];
-        std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string_view>{}(sql != nullptr ? sql : ""));
-        q.Set("name", std::string(prefix) + "_" + hash);
+        q.Set("name", env.GetInstanceData<AddonData>()->statement_names.get(prefix, sql != nullptr ? sql : ""));
     }
     return q;
 }
