@@ -93,8 +93,9 @@ class LoopClient {
       return native.loop_opened(loop, true, '');
     }
     await this.close();
-    const { name, _options: options, _log: log } = this.consumer;
-    const c = new (require('pg').Client)({ connectionString: options['pg.url'] });
+    const { name, _options: { 'pg.url': connectionString }, _log: log, _cfg: cfg } = this.consumer;
+    const connectionTimeoutMillis = 1000 * native.config_get(cfg, 'pg.connect_timeout_s'); // as the library connects
+    const c = new (require('pg').Client)({ connectionString, connectionTimeoutMillis, keepAlive: true });
     c.on('error', (e) => log && log('warn', `consumer ${name}: PostgreSQL: ${e.message}`));
     try {
       await c.connect();
@@ -198,12 +199,13 @@ class Consumer extends Handle {
     this._consuming = true;
     this._start();
     const db = new LoopClient(this, lent, pool);
-    const loop = await this._op((h) => native.loop_new(h, lent ? L.DRIVER_LENT : L.DRIVER_OWNED, -1, 0, 'dollar'));
-    try {
+    let loop = null;
+    try { // from loop_new on: the flag is reset whatever fails
+      loop = await this._op((h) => native.loop_new(h, lent ? L.DRIVER_LENT : L.DRIVER_OWNED, -1, 0, 'dollar'));
       await this._drive(loop, db, handler);
     } finally {
       this._consuming = false;
-      native.loop_free(loop);
+      if (loop !== null) native.loop_free(loop);
       await db.close();
     }
   }

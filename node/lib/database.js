@@ -3,22 +3,27 @@
 // worker thread and returns a Promise; calls on one Database run one at a time, in call order.
 const native = require('./native');
 const { Handle } = require('./handle');
-const { typeError } = require('./errors');
+const { outboxError, typeError } = require('./errors');
 
 const FIELDS = native.fields; // camelCase name -> C name (outbox_event_field)
 const JSON_FIELDS = new Set(native.json_fields);
 
-// An event as the addon takes it: [C field name, value, ...], objects of the JSON fields as JSON
-// text (cheaper here than from the addon), which checks the rest; not an object: null, refused there.
-function eventFields(event) {
+// An event as the addon takes it: [C field name, value, ...], JSON fields' objects as JSON text (cheaper
+// here), the rest checked there; not an object: null, refused there. index: writeMany's (map passes it).
+function eventFields(event, index) {
   if (event === null || typeof event !== 'object' || Array.isArray(event)) return null;
   const out = [];
   for (const key of Object.keys(event)) {
     const value = event[key];
     if (value === undefined || value === null) continue;
-    const name = FIELDS[key] || key; // unknown names reach the library: UNKNOWN_KEY
+    const name = Object.hasOwn(FIELDS, key) ? FIELDS[key] : key; // unknown names reach the library: UNKNOWN_KEY
     const json = typeof value === 'object' && JSON_FIELDS.has(name) && !(value instanceof Uint8Array);
-    out.push(name, json ? JSON.stringify(value) : value);
+    try {
+      out.push(name, json ? JSON.stringify(value) : value);
+    } catch (cause) { // what JSON.stringify refuses (a cycle, a BigInt): INVALID_EVENT, as Python's InvalidEvent
+      const err = outboxError('INVALID_EVENT', `${key} is not JSON-serialisable: ${cause.message}`, { cause });
+      throw index === undefined ? err : Object.assign(err, { index }); // writeMany's, as the addon's errors
+    }
   }
   return out;
 }

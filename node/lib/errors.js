@@ -20,7 +20,7 @@ class OutboxError extends Error {
   }
 }
 
-const outboxError = (code, message) => new OutboxError(message, code, STATUS[code]);
+const outboxError = (code, message, options) => new OutboxError(message, code, STATUS[code], options);
 
 // A JS value of the wrong type: a TypeError with the code the C API gives bad arguments.
 const typeError = (message) =>

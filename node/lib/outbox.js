@@ -39,12 +39,10 @@ class Outbox {
     const { plan, eventId, eventType, next } = native.write_plan_new(this._cfg, fields, txOf(client), this._prepared);
     let error;
     for (let query = next; query !== null;) {
-      try {
-        query = native.write_plan_done(plan, (await client.query(query)).rows[0]);
-      } catch (e) {
-        error = e;
-        query = native.write_plan_failed(plan, e);
-      }
+      // Only the driver's call is caught (a synchronous throw too): an error of the addon's is not the driver's.
+      const r = await (async () => client.query(query))().then((res) => ({ ok: true, res }), (e) => ({ ok: false, e }));
+      if (!r.ok) error = r.e;
+      query = r.ok ? native.write_plan_done(plan, r.res.rows[0]) : native.write_plan_failed(plan, r.e);
     }
     return { eventId, eventType, seq: native.write_plan_result(plan, error) };
   }

@@ -6,6 +6,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { env, event, pgClient, rejectsWithCode, PG_URL, outbox } = require('./helpers');
 
+const circular = { name: 'loop' };
+circular.self = circular;
+
 const BAD = [
   // [name, event overrides, code, message part]
   ['missing aggregate_type', { aggregateType: '' }, 'INVALID_EVENT', 'aggregate_type is required'],
@@ -18,6 +21,9 @@ const BAD = [
   ['payload not an object', { payload: '[1,2]' }, 'INVALID_EVENT', 'payload'],
   ['unknown operation', { operation: 'UPSERT' }, 'INVALID_EVENT', 'POST, PUT, PATCH, DELETE'],
   ['unknown field', { colour: 'red' }, 'UNKNOWN_KEY', 'colour'],
+  ['a name of Object.prototype', { toString: 'x' }, 'UNKNOWN_KEY', 'toString'],
+  ['circular payload', { payload: circular }, 'INVALID_EVENT', 'payload is not JSON-serialisable'],
+  ['BigInt in the metadata', { metadata: { n: 1n } }, 'INVALID_EVENT', 'metadata is not JSON-serialisable'],
   ['payload over the limit', { payload: { x: 'a'.repeat(5000) } }, 'TOO_LARGE', 'over the limit'],
   ['NUL in the payload', { payload: '{"a":"x\u0000y"}' }, 'INVALID_EVENT', 'NUL'],
   ['NUL in the aggregate id', { aggregateId: 'a\u0000b' }, 'INVALID_EVENT', 'NUL'],
@@ -89,6 +95,25 @@ test('pg: duplicate key outside a transaction, aborted transaction, missing tabl
   await closed.end();
   await rejectsWithCode(e.outbox.write(closed, event()), 'CONNECTION');
   assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox`), 2);
+});
+
+test('writeMany: an event JSON.stringify refuses is INVALID_EVENT with its index, as the addon\'s errors', async (t) => {
+  const e = await env(t);
+  const db = await e.outbox.connect(PG_URL);
+  t.after(() => db.close());
+  await db.exec('BEGIN');
+  const err = await rejectsWithCode(db.writeMany([event(), event({ payload: circular }), event()]), 'INVALID_EVENT',
+    'payload is not JSON-serialisable');
+  assert.ok(err instanceof outbox.OutboxError);
+  assert.equal(err.index, 1);
+  assert.ok(err.cause instanceof TypeError, 'the cause is JSON.stringify\'s error');
+  assert.equal(await db.txState(), 'INTRANS', 'the transaction is usable');
+  // The addon's own refusals (a value of the wrong type, an unknown field) carry `index` the same way.
+  assert.equal((await rejectsWithCode(db.writeMany([event(), event(), event({ user: {} })]), 'INVALID_ARGUMENT')).index, 2);
+  assert.equal((await rejectsWithCode(db.writeMany([event(), event({ colour: 'red' })]), 'UNKNOWN_KEY')).index, 1);
+  assert.equal((await db.writeMany([event({ aggregateId: 'a' }), event({ aggregateId: 'b' })])).length, 2);
+  await db.exec('COMMIT');
+  assert.equal(await e.count(`SELECT count(*) FROM "${e.schema}".outbox`), 2, 'none of the refused batches was written');
 });
 
 test('owned connection: bad input, duplicate, aborted transaction, broken and closed connection, unreachable server', async (t) => {

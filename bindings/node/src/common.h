@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -64,8 +65,25 @@ template <size_t N> const char *name_of(const EnumName (&table)[N], int value) {
 
 // ---------------------------------------------------------------- errors
 
+// The names of prepared statements, prefix_<hash of the text> (pg_query): the last few are kept, so
+// a statement run per event (the loop's dedupe, the write plan's INSERT) is hashed the first time
+// only, then its text just compared with the one the name was made for. Main thread only.
+class StatementNames {
+  public:
+    const std::string &get(const char *prefix, std::string_view sql);
+
+  private:
+    struct Entry {
+        std::string prefix, sql, name;
+    };
+    static constexpr size_t kMax = 16; // statement kinds x configurations in use; more are replaced in turn
+    std::vector<Entry> entries_;
+    size_t next_ = 0; // the entry replaced next once all kMax are taken
+};
+
 struct AddonData {
     Napi::FunctionReference error_class; // new ErrorClass(message, code, status)
+    StatementNames statement_names;      // pg_query's
 };
 
 inline Napi::Error status_error(Napi::Env env, outbox_status status, const std::string &message) {
@@ -349,7 +367,8 @@ class TextRow {
 // ---------------------------------------------------------------- JS values (marshal.cc)
 
 // A statement as a node-postgres query: { text, values, rowMode: 'array' }, named when `prefix`
-// is given (prefix_<hash of the text>: node-postgres then prepares it once per connection).
+// is given (prefix_<hash of the text>, from AddonData's StatementNames: node-postgres then prepares
+// it once per connection).
 Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *prefix);
 
 // Sets an event's fields, [C name, value, ...] (node/lib's eventFields: the JSON fields' objects

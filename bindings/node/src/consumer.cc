@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <iterator>
-#include <optional>
 
 namespace outbox_node {
 namespace {
@@ -313,77 +312,6 @@ Napi::Value ConsumerDedupeMessage(const Napi::CallbackInfo &info) {
     return w->start();
 }
 
-// ---- a consumer loop of your own: settle and retry delay (node/lib/consumer.js's loop) ----
-
-// consumer_settle(consumer, msg, db | null, outcome, reason | null)
-//   -> Promise<{action, db_lost, attempt}> (outbox_consumer_settle)
-class SettleWorker : public Worker {
-  public:
-    SettleWorker(Napi::Env env, outbox_consumer *c, outbox_message *m, outbox_db *db, int outcome,
-                 std::optional<std::string> reason)
-        : Worker(env, "outbox_consumer_settle"), c_(c), m_(m), db_(db), outcome_(outcome), reason_(std::move(reason)) {
-        outbox_settled_init(&out_);
-    }
-
-  protected:
-    outbox_status run() override {
-        return outbox_consumer_settle(&out_, c_, m_, db_, static_cast<outbox_outcome>(outcome_),
-                                      reason_ ? reason_->c_str() : nullptr);
-    }
-    Napi::Value result(Napi::Env env) override {
-        Napi::Object o = Napi::Object::New(env);
-        o.Set("action", Napi::Number::New(env, out_.action));
-        o.Set("db_lost", Napi::Boolean::New(env, out_.db_lost != 0));
-        o.Set("attempt", Napi::Number::New(env, static_cast<double>(out_.attempt)));
-        return o;
-    }
-
-  private:
-    outbox_consumer *c_;
-    outbox_message *m_;
-    outbox_db *db_;
-    int outcome_;
-    std::optional<std::string> reason_;
-    outbox_settled out_{};
-};
-
-Napi::Value ConsumerSettle(const Napi::CallbackInfo &info) {
-    auto *c = unwrap<outbox_consumer>(info, 0);
-    auto *m = unwrap<outbox_message>(info, 1, Use::read);
-    auto *db = unwrap_opt<outbox_db>(info, 2);
-    int64_t outcome = int64_arg(info, 3, "outcome");
-    if (outcome < -2147483647LL || outcome > 2147483647LL) {
-        throw type_error(info.Env(), "outcome is out of range");
-    }
-    bool has_reason = false;
-    std::string reason = opt_str_arg(info, 4, "reason", has_reason);
-    auto *w = new SettleWorker(info.Env(), c->ptr, m->ptr, db != nullptr ? db->ptr : nullptr, static_cast<int>(outcome),
-                               has_reason ? std::optional<std::string>(std::move(reason)) : std::nullopt);
-    w->hold(info[0], c);
-    w->hold(info[1], m, true);
-    if (db != nullptr) {
-        w->hold(info[2], db);
-    }
-    return w->start();
-}
-
-// consumer_retry_delay(consumer, failures, why | null) -> milliseconds; no I/O (logs `why`).
-Napi::Value ConsumerRetryDelay(const Napi::CallbackInfo &info) {
-    auto *c = unwrap<outbox_consumer>(info, 0);
-    int64_t failures = int64_arg(info, 1, "failures");
-    if (failures < -2147483647LL || failures > 2147483647LL) {
-        throw type_error(info.Env(), "failures is out of range");
-    }
-    bool has_why = false;
-    std::string why = opt_str_arg(info, 2, "why", has_why);
-    int delay = 0;
-    check(info.Env(),
-          outbox_consumer_retry_delay(&delay, c->ptr, static_cast<int>(failures), has_why ? why.c_str() : nullptr));
-    return Napi::Number::New(info.Env(), delay);
-}
-
-// ---- end of: a consumer loop of your own ----
-
 // consumer_stop(consumer): allowed while consumer_next is pending (thread-safe in C).
 Napi::Value ConsumerStop(const Napi::CallbackInfo &info) {
     if (auto *h = unwrap<outbox_consumer>(info, 0, Use::stop)) {
@@ -412,42 +340,10 @@ Napi::Value MessageField(const Napi::CallbackInfo &info) {
     return str_or_null(info.Env(), outbox_message_field(m->ptr, name.c_str()));
 }
 
-// message_body(msg) -> Buffer (a copy of the raw body)
-Napi::Value MessageBody(const Napi::CallbackInfo &info) {
-    auto *m = unwrap<outbox_message>(info, 0, Use::read);
-    size_t len = 0;
-    const char *body = outbox_message_body(m->ptr, &len);
-    return Napi::Buffer<char>::Copy(info.Env(), body != nullptr ? body : "", body != nullptr ? len : 0);
-}
-
 Napi::Value MessageProperty(const Napi::CallbackInfo &info) {
     auto *m = unwrap<outbox_message>(info, 0, Use::read);
     std::string name = str_arg(info, 1, "name");
     return str_or_null(info.Env(), outbox_message_property(m->ptr, name.c_str()));
-}
-
-Napi::Value MessageSeq(const Napi::CallbackInfo &info) {
-    return Napi::Number::New(info.Env(),
-                             static_cast<double>(outbox_message_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
-}
-
-Napi::Value MessageRedelivered(const Napi::CallbackInfo &info) {
-    return Napi::Boolean::New(info.Env(),
-                              outbox_message_redelivered(unwrap<outbox_message>(info, 0, Use::read)->ptr) != 0);
-}
-
-Napi::Value MessageDeliveryCount(const Napi::CallbackInfo &info) {
-    return Napi::Number::New(info.Env(), static_cast<double>(outbox_message_delivery_count(
-                                             unwrap<outbox_message>(info, 0, Use::read)->ptr)));
-}
-
-Napi::Value MessageOrder(const Napi::CallbackInfo &info) {
-    return Napi::Number::New(info.Env(), outbox_message_order(unwrap<outbox_message>(info, 0, Use::read)->ptr));
-}
-
-Napi::Value MessagePreviousSeq(const Napi::CallbackInfo &info) {
-    return Napi::Number::New(
-        info.Env(), static_cast<double>(outbox_message_previous_seq(unwrap<outbox_message>(info, 0, Use::read)->ptr)));
 }
 
 // What a JS Message carries: its property, and the envelope field (objects as their exact JSON
@@ -529,19 +425,11 @@ void register_consumer(Napi::Env env, Napi::Object exports) {
     def(env, exports, "consumer_nack", ConsumerNack);
     def(env, exports, "consumer_dead_letter", ConsumerDeadLetter);
     def(env, exports, "consumer_dedupe_message", ConsumerDedupeMessage);
-    def(env, exports, "consumer_settle", ConsumerSettle);
-    def(env, exports, "consumer_retry_delay", ConsumerRetryDelay);
     def(env, exports, "consumer_stop", ConsumerStop);
     def(env, exports, "consumer_reset", ConsumerReset);
     def(env, exports, "message_free", MessageFree);
     def(env, exports, "message_field", MessageField);
-    def(env, exports, "message_body", MessageBody);
     def(env, exports, "message_property", MessageProperty);
-    def(env, exports, "message_seq", MessageSeq);
-    def(env, exports, "message_redelivered", MessageRedelivered);
-    def(env, exports, "message_delivery_count", MessageDeliveryCount);
-    def(env, exports, "message_order", MessageOrder);
-    def(env, exports, "message_previous_seq", MessagePreviousSeq);
     def(env, exports, "message_value", MessageValue);
     Napi::Array keys = Napi::Array::New(env, std::size(kMessageKeys));
     for (uint32_t i = 0; i < std::size(kMessageKeys); ++i) {

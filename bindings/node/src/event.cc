@@ -61,28 +61,6 @@ Napi::Value EventSeq(const Napi::CallbackInfo &info) {
     return Napi::Number::New(info.Env(), static_cast<double>(outbox_event_seq(unwrap<outbox_event>(info, 0)->ptr)));
 }
 
-// write(db, ev) -> Promise<void>
-class WriteWorker : public Worker {
-  public:
-    WriteWorker(Napi::Env env, outbox_db *db, outbox_event *ev) : Worker(env, "outbox_write"), db_(db), ev_(ev) {}
-
-  protected:
-    outbox_status run() override { return outbox_write(db_, ev_); }
-
-  private:
-    outbox_db *db_;
-    outbox_event *ev_;
-};
-
-Napi::Value Write(const Napi::CallbackInfo &info) {
-    auto *db = unwrap<outbox_db>(info, 0);
-    auto *ev = unwrap<outbox_event>(info, 1);
-    auto *w = new WriteWorker(info.Env(), db->ptr, ev->ptr);
-    w->hold(info[0], db);
-    w->hold(info[1], ev);
-    return w->start();
-}
-
 // The result of a written event: {eventId, eventType, seq}.
 Napi::Object written(Napi::Env env, const outbox_event *ev) {
     Napi::Object o = Napi::Object::New(env);
@@ -276,7 +254,6 @@ void register_event(Napi::Env env, Napi::Object exports) {
     def(env, exports, "event_id", EventId);
     def(env, exports, "event_type", EventType);
     def(env, exports, "event_seq", EventSeq);
-    def(env, exports, "write", Write);
     def(env, exports, "write_many", WriteMany);
     def(env, exports, "write_fields", WriteFields);
     def(env, exports, "render_write", RenderWrite);

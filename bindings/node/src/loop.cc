@@ -122,12 +122,6 @@ Napi::Value LoopOpened(const Napi::CallbackInfo &info) {
     return info.Env().Undefined();
 }
 
-Napi::Value LoopAbort(const Napi::CallbackInfo &info) {
-    auto *l = unwrap<outbox_loop>(info, 0);
-    check(info.Env(), outbox_loop_abort(l->ptr, str_arg(info, 1, "reason").c_str()));
-    return info.Env().Undefined();
-}
-
 // loop_result(loop) -> events handled; throws the error the loop ended with.
 Napi::Value LoopResult(const Napi::CallbackInfo &info) {
     int64_t handled = 0;
@@ -150,7 +144,6 @@ void register_loop(Napi::Env env, Napi::Object exports) {
     def(env, exports, "loop_wait_ms", LoopWaitMs);
     def(env, exports, "loop_waited", LoopWaited);
     def(env, exports, "loop_opened", LoopOpened);
-    def(env, exports, "loop_abort", LoopAbort);
     def(env, exports, "loop_result", LoopResult);
     // The C API's constants, from outbox.h as the addon was compiled against it.
     Napi::Object k = Napi::Object::New(env);

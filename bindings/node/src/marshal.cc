@@ -62,12 +62,18 @@ bool is_sqlstate(const std::string &s) {
     return s.size() == 5 && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(c) || std::isupper(c); });
 }
 
-// node-postgres on a connection that is gone: a network errno, or its words for a closed client.
+// node-postgres on a connection that is gone: a network errno, or one of these phrases found in the
+// lower-cased message, from what it and Node say of a closed or ended connection:
+//   "Client was closed and is not queryable", "Client has encountered a connection error and is not
+//   queryable" (pg); "Connection terminated", "... unexpectedly", "... due to connection timeout" (pg);
+//   "connection is closed" (kept from the first list; node-postgres itself does not say it); "This
+//   socket has been ended by the other party" (Node's net). Not a bare "ended": it is in "extended",
+//   "appended" and other words of messages about anything.
 bool lost(const std::string &code, std::string message) {
     static const char *const errnos[] = {"ECONNRESET",   "ECONNREFUSED", "EPIPE",       "ETIMEDOUT",
                                          "EHOSTUNREACH", "ENOTFOUND",    "ENETUNREACH", "ECONNABORTED"};
     static const char *const words[] = {"not queryable", "connection terminated", "connection is closed",
-                                        "client was closed", "ended"};
+                                        "client was closed", "socket has been ended"};
     for (const char *e : errnos) {
         if (code == e) {
             return true;
@@ -110,6 +116,25 @@ Napi::Array own_keys(Napi::Env env, const Napi::Object &o) {
     return Napi::Array(env, keys);
 }
 
+const std::string &StatementNames::get(const char *prefix, std::string_view sql) {
+    for (const Entry &e : entries_) {
+        if (e.sql == sql && e.prefix == prefix) {
+            return e.name;
+        }
+    }
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string_view>{}(sql));
+    Entry made{prefix, std::string(sql), std::string(prefix) + "_" + hash};
+    if (entries_.size() < kMax) {
+        entries_.push_back(std::move(made));
+        return entries_.back().name;
+    }
+    Entry &slot = entries_[next_];
+    next_ = (next_ + 1) % kMax;
+    slot = std::move(made);
+    return slot.name;
+}
+
 Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *prefix) {
     const char *sql = outbox_statement_sql(st);
     Napi::Object q = Napi::Object::New(env);
@@ -117,9 +142,7 @@ Napi::Object pg_query(Napi::Env env, const outbox_statement *st, const char *pre
     q.Set("values", statement_values(env, st));
     q.Set("rowMode", "array");
     if (prefix != nullptr) {
-        char hash[17];
-        std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string_view>{}(sql != nullptr ? sql : ""));
-        q.Set("name", std::string(prefix) + "_" + hash);
+        q.Set("name", env.GetInstanceData<AddonData>()->statement_names.get(prefix, sql != nullptr ? sql : ""));
     }
     return q;
 }

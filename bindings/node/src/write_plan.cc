@@ -76,16 +76,6 @@ void register_write_plan(Napi::Env env, Napi::Object exports) {
     def(env, exports, "write_plan_done", WritePlanDone);
     def(env, exports, "write_plan_failed", WritePlanFailed);
     def(env, exports, "write_plan_result", WritePlanResult);
-    Napi::Object k = Napi::Object::New(env);
-    const std::pair<const char *, int> names[] = {
-        {"SAVEPOINT", OUTBOX_WRITE_SAVEPOINT},     {"INSERT", OUTBOX_WRITE_INSERT},   {"RELEASE", OUTBOX_WRITE_RELEASE},
-        {"ROLLBACK_TO", OUTBOX_WRITE_ROLLBACK_TO}, {"LOOKUP", OUTBOX_WRITE_LOOKUP},   {"TX_IDLE", OUTBOX_TX_IDLE},
-        {"TX_INTRANS", OUTBOX_TX_INTRANS},         {"TX_INERROR", OUTBOX_TX_INERROR},
-    };
-    for (const auto &[name, value] : names) {
-        k.Set(name, Napi::Number::New(env, value));
-    }
-    exports.Set("write", k);
 }
 
 } // namespace outbox_node
