@@ -29,8 +29,8 @@ void check_text(std::string_view field, std::string_view v) {
 
 void check_short(const char *field, const std::string &v, size_t max) {
     if (v.size() > max) {
-        fail(Errc::invalid_event,
-             std::string(field) + " is too long (" + std::to_string(v.size()) + " bytes, at most " + std::to_string(max) + ")");
+        fail(Errc::invalid_event, std::string(field) + " is too long (" + std::to_string(v.size()) +
+                                      " bytes, at most " + std::to_string(max) + ")");
     }
 }
 
@@ -38,11 +38,16 @@ void check_short(const char *field, const std::string &v, size_t max) {
 
 const char *operation_name(Operation op) noexcept {
     switch (op) {
-    case Operation::post: return "POST";
-    case Operation::put: return "PUT";
-    case Operation::patch: return "PATCH";
-    case Operation::del: return "DELETE";
-    case Operation::none: break;
+    case Operation::post:
+        return "POST";
+    case Operation::put:
+        return "PUT";
+    case Operation::patch:
+        return "PATCH";
+    case Operation::del:
+        return "DELETE";
+    case Operation::none:
+        break;
     }
     return "";
 }
@@ -69,11 +74,16 @@ Operation parse_operation(std::string_view s) {
 
 const std::vector<FieldInfo> &event_fields() {
     static const std::vector<FieldInfo> fields = {
-        {"aggregate_type", FieldKind::text}, {"aggregate_id", FieldKind::text},
-        {"operation", FieldKind::text},      {"payload", FieldKind::json},
-        {"previous_payload", FieldKind::json}, {"metadata", FieldKind::json},
-        {"user", FieldKind::text},           {"event_type", FieldKind::text},
-        {"idempotency_key", FieldKind::text}, {"event_id", FieldKind::text},
+        {"aggregate_type", FieldKind::text},
+        {"aggregate_id", FieldKind::text},
+        {"operation", FieldKind::text},
+        {"payload", FieldKind::json},
+        {"previous_payload", FieldKind::json},
+        {"metadata", FieldKind::json},
+        {"user", FieldKind::text},
+        {"event_type", FieldKind::text},
+        {"idempotency_key", FieldKind::text},
+        {"event_id", FieldKind::text},
         {"force_delete", FieldKind::flag},
     };
     return fields;
@@ -93,11 +103,15 @@ std::string event_type_for(const Config &cfg, const std::string &aggregate_type,
     auto it = cfg.type_map.find(aggregate_type);
     std::string name = it != cfg.type_map.end() ? it->second : aggregate_type;
     switch (op) {
-    case Operation::post: return name + "Created";
+    case Operation::post:
+        return name + "Created";
     case Operation::put:
-    case Operation::patch: return name + "Updated";
-    case Operation::del: return name + (force ? "ForceDeleted" : "Deleted");
-    case Operation::none: break;
+    case Operation::patch:
+        return name + "Updated";
+    case Operation::del:
+        return name + (force ? "ForceDeleted" : "Deleted");
+    case Operation::none:
+        break;
     }
     fail(Errc::invalid_event, "operation is required");
 }

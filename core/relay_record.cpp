@@ -138,11 +138,11 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
     }
     try {
         pg::Result r = db.exec_cached(
-            record_sql_, {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
-                          array_literal(park_retries), array_literal(park_err), array_literal(park_delay),
-                          array_literal(gone_text), array_literal(again_pos), array_literal(again_err),
-                          array_literal(again_delay), std::to_string(cfg_.relay_max_attempts), std::to_string(cursor),
-                          array_literal(again_inc)});
+            record_sql_,
+            {array_literal(from), array_literal(to), array_literal(park_pos), array_literal(park_status),
+             array_literal(park_retries), array_literal(park_err), array_literal(park_delay), array_literal(gone_text),
+             array_literal(again_pos), array_literal(again_err), array_literal(again_delay),
+             std::to_string(cfg_.relay_max_attempts), std::to_string(cursor), array_literal(again_inc)});
         st.published += r.get_int(0, 0);
         st.failed += r.get_int(0, 1);
         st.dead += r.get_int(0, 2);

@@ -117,7 +117,9 @@ std::string statement_json(const Statement &st) {
     return j + "}";
 }
 
-Statement render_write(const Config &cfg, Event &ev) { return render_write(cfg, ev, cfg.placeholders); }
+Statement render_write(const Config &cfg, Event &ev) {
+    return render_write(cfg, ev, cfg.placeholders);
+}
 
 Statement render_write(const Config &cfg, Event &ev, const std::string &style) {
     ev.prepare(cfg);

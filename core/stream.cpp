@@ -237,7 +237,8 @@ std::string record_sql(const Config &cfg) {
            " status = CASE WHEN t.retry_count + f.inc >= CAST($12 AS integer) THEN 'FAILED' ELSE 'PENDING' END"
            " FROM unnest(CAST($9 AS bigint[]), CAST($10 AS text[]), CAST($11 AS bigint[]), CAST($14 AS integer[]))"
            " AS f(position, err, delay_ms, inc)"
-           " WHERE t.position = f.position AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead, f.inc > 0 AS failed),"
+           " WHERE t.position = f.position AND t.status = 'PENDING' RETURNING t.status = 'FAILED' AS dead, f.inc > 0 "
+           "AS failed),"
            " c AS (UPDATE " +
            relay_table(cfg) +
            " SET cursor = GREATEST(cursor, CAST($13 AS bigint)), updated_at = now() WHERE name = 'default' RETURNING 1)"

@@ -20,7 +20,7 @@ Error driver_error(const std::string &sqlstate, const std::string &message, bool
 WritePlan::WritePlan(const Config &cfg, Event &ev, DriverTx tx, const std::string &placeholders)
     : cfg_(cfg), ev_(ev), style_(placeholders.empty() ? cfg.placeholders : placeholders) {
     insert_ = store::render_write(cfg, ev_, style_); // validates, names and ids the event
-    ev_.written = false;                   // not until the INSERT went through
+    ev_.written = false;                             // not until the INSERT went through
     if (tx == DriverTx::aborted) {
         finish(Error(Errc::transaction, "the caller's transaction is aborted; roll it back before writing"));
         return;

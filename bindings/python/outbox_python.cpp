@@ -22,8 +22,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -368,9 +368,8 @@ py::tuple dedupe_interpret(const Config *cfg, const py::object &aggregate_type, 
     }
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
-    check(failure(outbox_dedupe_interpret_row(&r, cfg_of(cfg), at ? at->c_str() : nullptr,
-                                              ai ? ai->c_str() : nullptr, seq, first.c_str(),
-                                              prev ? prev->c_str() : nullptr)));
+    check(failure(outbox_dedupe_interpret_row(&r, cfg_of(cfg), at ? at->c_str() : nullptr, ai ? ai->c_str() : nullptr,
+                                              seq, first.c_str(), prev ? prev->c_str() : nullptr)));
     return py::make_tuple(r.first_time != 0, r.order, r.previous_seq);
 }
 
@@ -692,7 +691,6 @@ class Loop {
     Consumer *consumer_;
     outbox_loop *h_ = nullptr;
 };
-
 
 } // namespace
 

@@ -84,9 +84,8 @@ outbox_status outbox_render_dedupe(outbox_statement **out, const outbox_config *
         const outbox::Config &c = cfg != nullptr ? cfg->cfg : defaults;
         auto st = outbox::inbox::render(c, make_key(consumer, event_id, aggregate_type, aggregate_id, seq),
                                         c.inbox_order_check);
-        *out = new outbox_statement{
-            outbox::store::with_placeholders(outbox::store::Statement{std::move(st.sql), std::move(st.params), {}},
-                                             c.placeholders)};
+        *out = new outbox_statement{outbox::store::with_placeholders(
+            outbox::store::Statement{std::move(st.sql), std::move(st.params), {}}, c.placeholders)};
     });
 }
 
@@ -127,7 +126,9 @@ outbox_status outbox_consumer_new(outbox_consumer **out, const outbox_config *cf
     return guard([&] { *out = new outbox_consumer(cfg->cfg, name); });
 }
 
-void outbox_consumer_free(outbox_consumer *consumer) { delete consumer; }
+void outbox_consumer_free(outbox_consumer *consumer) {
+    delete consumer;
+}
 
 outbox_status outbox_consumer_connect(outbox_consumer *consumer) {
     OUTBOX_REQUIRE(consumer);
@@ -210,17 +211,18 @@ outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outb
     OUTBOX_REQUIRE(consumer);
     OUTBOX_REQUIRE(fn);
     return guard([&] {
-        consumer->consumer.run(db != nullptr ? &db->conn : nullptr, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
-            // The handler sees the transaction's connection as a lent outbox_db.
-            outbox_db view{outbox::pg::Conn::wrap(tx.raw()), consumer->consumer.config()};
-            outbox_message msg{d, {}};
-            handler_reason.clear();
-            int rc = fn(&view, &msg, user_data);
-            if (rc != 0) {
-                throw std::runtime_error(handler_reason.empty() ? "handler returned " + std::to_string(rc)
-                                                                : handler_reason);
-            }
-        });
+        consumer->consumer.run(
+            db != nullptr ? &db->conn : nullptr, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+                // The handler sees the transaction's connection as a lent outbox_db.
+                outbox_db view{outbox::pg::Conn::wrap(tx.raw()), consumer->consumer.config()};
+                outbox_message msg{d, {}};
+                handler_reason.clear();
+                int rc = fn(&view, &msg, user_data);
+                if (rc != 0) {
+                    throw std::runtime_error(handler_reason.empty() ? "handler returned " + std::to_string(rc)
+                                                                    : handler_reason);
+                }
+            });
     });
 }
 
@@ -292,7 +294,9 @@ outbox_status outbox_consumer_set_logger(outbox_consumer *consumer, outbox_log_f
     });
 }
 
-void outbox_message_free(outbox_message *msg) { delete msg; }
+void outbox_message_free(outbox_message *msg) {
+    delete msg;
+}
 
 outbox_status outbox_message_copy(outbox_message **out, const outbox_message *msg) {
     OUTBOX_REQUIRE(out);
@@ -343,16 +347,24 @@ const char *outbox_message_property(const outbox_message *msg, const char *name)
     return msg->texts.back().second.c_str();
 }
 
-int64_t outbox_message_seq(const outbox_message *msg) { return msg != nullptr ? msg->d.seq : 0; }
+int64_t outbox_message_seq(const outbox_message *msg) {
+    return msg != nullptr ? msg->d.seq : 0;
+}
 
-int outbox_message_redelivered(const outbox_message *msg) { return msg != nullptr && msg->d.raw.redelivered ? 1 : 0; }
+int outbox_message_redelivered(const outbox_message *msg) {
+    return msg != nullptr && msg->d.raw.redelivered ? 1 : 0;
+}
 
-int64_t outbox_message_delivery_count(const outbox_message *msg) { return msg != nullptr ? msg->d.delivery_count : -1; }
+int64_t outbox_message_delivery_count(const outbox_message *msg) {
+    return msg != nullptr ? msg->d.delivery_count : -1;
+}
 
 outbox_order outbox_message_order(const outbox_message *msg) {
     return msg != nullptr ? static_cast<outbox_order>(static_cast<int>(msg->d.dedupe.order)) : OUTBOX_ORDER_UNCHECKED;
 }
 
-int64_t outbox_message_previous_seq(const outbox_message *msg) { return msg != nullptr ? msg->d.dedupe.last_seq : 0; }
+int64_t outbox_message_previous_seq(const outbox_message *msg) {
+    return msg != nullptr ? msg->d.dedupe.last_seq : 0;
+}
 
 } // extern "C"

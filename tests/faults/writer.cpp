@@ -81,12 +81,12 @@ void log_line(const std::string &line) {
 
 // One line per event: <kind> <id> <aggregate> <seq> <how> <epoch-ms when the outcome was known>.
 void log_events(char kind, const std::vector<Written> &ws, const char *how) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     for (const auto &w : ws) {
-        log_line(std::string(1, kind) + " " + w.id + " " + w.aggregate + " " + std::to_string(w.seq) + " " + how +
-                 " " + std::to_string(ms));
+        log_line(std::string(1, kind) + " " + w.id + " " + w.aggregate + " " + std::to_string(w.seq) + " " + how + " " +
+                 std::to_string(ms));
     }
 }
 

@@ -942,112 +942,115 @@ Register r_status_retriable({"outbox_status_retriable", "outbox_message_copy"}, 
     EXPECT_STATUS(outbox_consumer_ack(s.consumer, copy), OUTBOX_OK); // the copy settles the delivery
     outbox_message_free(copy);
 });
-Register r_loop({"outbox_loop_new", "outbox_loop_free", "outbox_loop_next", "outbox_loop_block", "outbox_loop_statement",
-                 "outbox_loop_exec_done", "outbox_loop_exec_failed", "outbox_loop_message", "outbox_loop_db",
-                 "outbox_loop_handler_done", "outbox_loop_wait_ms", "outbox_loop_waited", "outbox_loop_opened",
-                 "outbox_loop_abort", "outbox_loop_result"},
+Register r_loop({"outbox_loop_new", "outbox_loop_free", "outbox_loop_next", "outbox_loop_block",
+                 "outbox_loop_statement", "outbox_loop_exec_done", "outbox_loop_exec_failed", "outbox_loop_message",
+                 "outbox_loop_db", "outbox_loop_handler_done", "outbox_loop_wait_ms", "outbox_loop_waited",
+                 "outbox_loop_opened", "outbox_loop_abort", "outbox_loop_result"},
                 [](Sweep &s) {
-    outbox_loop *l = reinterpret_cast<outbox_loop *>(&s);
-    EXPECT_STATUS(outbox_loop_new(&l, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(l, nullptr);
-    EXPECT_STATUS(outbox_loop_new(nullptr, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_loop_next(nullptr), OUTBOX_LOOP_DONE);
-    EXPECT_STATUS(outbox_loop_block(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_loop_statement(nullptr, nullptr), nullptr);
-    EXPECT_STATUS(outbox_loop_exec_done(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_exec_failed(nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_loop_message(nullptr), nullptr);
-    EXPECT_EQ(outbox_loop_db(nullptr), nullptr);
-    EXPECT_STATUS(outbox_loop_handler_done(nullptr, 0, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_loop_wait_ms(nullptr), 0);
-    EXPECT_STATUS(outbox_loop_waited(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_opened(nullptr, 1, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_abort(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_result(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    outbox_loop_free(nullptr);
-    outbox_consumer *c = nullptr;
-    ASSERT_EQ(outbox_consumer_new(&c, s.cfg, (s.schema + "_loop").c_str()), OUTBOX_OK) << outbox_last_error();
-    outbox_loop_options o;
-    outbox_loop_options_init(&o);
-    for (int32_t bad : {-1, 1, 4, 99}) {
-        o.connection = bad;
-        EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
-    }
-    o.connection = OUTBOX_LOOP_DRIVER_OWNED;
-    EXPECT_STATUS(outbox_loop_new(&l, c, s.db, &o), OUTBOX_ERR_INVALID_ARGUMENT);
-    const std::string style = kHuge;
-    o.placeholders = style.c_str();
-    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
-    o.placeholders = nullptr;
-    outbox_loop_options zero{};
-    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &zero), OUTBOX_ERR_INVALID_ARGUMENT);
-    // A driver-owned loop asks for its connection first; every other report is refused until then.
-    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_OK);
-    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_OPEN);
-    std::string why = kHuge;
-    why[5] = '\xff';
-    EXPECT_STATUS(outbox_loop_block(l), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_exec_done(l, nullptr, 3), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_exec_failed(l, "08006", why.c_str(), 1), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_handler_done(l, OUTBOX_HANDLER_OK, why.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_loop_handler_done(l, 2, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_loop_statement(l, nullptr), nullptr);
-    EXPECT_EQ(outbox_loop_message(l), nullptr);
-    EXPECT_EQ(outbox_loop_db(l), nullptr);
-    // A failed open (with a reason that is not UTF-8) is waited out, then asked again.
-    EXPECT_STATUS(outbox_loop_opened(l, 0, why.c_str()), OUTBOX_OK);
-    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_WAIT);
-    EXPECT_GT(outbox_loop_wait_ms(l), 0);
-    EXPECT_STATUS(outbox_loop_waited(l), OUTBOX_OK);
-    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_OPEN);
-    EXPECT_STATUS(outbox_loop_abort(l, why.c_str()), OUTBOX_OK);
-    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_DONE);
-    int64_t handled = -1;
-    EXPECT_STATUS(outbox_loop_result(l, &handled), OUTBOX_OK);
-    EXPECT_EQ(handled, 0);
-    outbox_loop_free(l);
-    outbox_consumer_free(c);
-});
-Register r_write_plan({"outbox_write_plan_new", "outbox_write_plan_free", "outbox_write_plan_next",
-                       "outbox_write_plan_done", "outbox_write_plan_failed", "outbox_write_plan_result"},
-                      [](Sweep &s) {
-    outbox_write_plan *p = reinterpret_cast<outbox_write_plan *>(&s);
-    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(p, nullptr);
-    EXPECT_STATUS(outbox_write_plan_new(nullptr, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr),
-                  OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(outbox_write_plan_next(nullptr, nullptr), nullptr);
-    EXPECT_STATUS(outbox_write_plan_done(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_write_plan_failed(nullptr, nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_write_plan_result(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
-    outbox_write_plan_free(nullptr);
-    outbox_event *ev = s.make_event("sweep-plan");
-    for (int bad : {-1, 1, 4, 99}) {
-        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, static_cast<outbox_tx_state>(bad), nullptr),
+                    outbox_loop *l = reinterpret_cast<outbox_loop *>(&s);
+                    EXPECT_STATUS(outbox_loop_new(&l, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(l, nullptr);
+                    EXPECT_STATUS(outbox_loop_new(nullptr, nullptr, nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(outbox_loop_next(nullptr), OUTBOX_LOOP_DONE);
+                    EXPECT_STATUS(outbox_loop_block(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(outbox_loop_statement(nullptr, nullptr), nullptr);
+                    EXPECT_STATUS(outbox_loop_exec_done(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_exec_failed(nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(outbox_loop_message(nullptr), nullptr);
+                    EXPECT_EQ(outbox_loop_db(nullptr), nullptr);
+                    EXPECT_STATUS(outbox_loop_handler_done(nullptr, 0, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(outbox_loop_wait_ms(nullptr), 0);
+                    EXPECT_STATUS(outbox_loop_waited(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_opened(nullptr, 1, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_abort(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_result(nullptr, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    outbox_loop_free(nullptr);
+                    outbox_consumer *c = nullptr;
+                    ASSERT_EQ(outbox_consumer_new(&c, s.cfg, (s.schema + "_loop").c_str()), OUTBOX_OK)
+                        << outbox_last_error();
+                    outbox_loop_options o;
+                    outbox_loop_options_init(&o);
+                    for (int32_t bad : {-1, 1, 4, 99}) {
+                        o.connection = bad;
+                        EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+                    }
+                    o.connection = OUTBOX_LOOP_DRIVER_OWNED;
+                    EXPECT_STATUS(outbox_loop_new(&l, c, s.db, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+                    const std::string style = kHuge;
+                    o.placeholders = style.c_str();
+                    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_ERR_INVALID_ARGUMENT);
+                    o.placeholders = nullptr;
+                    outbox_loop_options zero{};
+                    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &zero), OUTBOX_ERR_INVALID_ARGUMENT);
+                    // A driver-owned loop asks for its connection first; every other report is refused until then.
+                    EXPECT_STATUS(outbox_loop_new(&l, c, nullptr, &o), OUTBOX_OK);
+                    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_OPEN);
+                    std::string why = kHuge;
+                    why[5] = '\xff';
+                    EXPECT_STATUS(outbox_loop_block(l), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_exec_done(l, nullptr, 3), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_exec_failed(l, "08006", why.c_str(), 1), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_handler_done(l, OUTBOX_HANDLER_OK, why.c_str()),
+                                  OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_handler_done(l, 2, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_EQ(outbox_loop_statement(l, nullptr), nullptr);
+                    EXPECT_EQ(outbox_loop_message(l), nullptr);
+                    EXPECT_EQ(outbox_loop_db(l), nullptr);
+                    // A failed open (with a reason that is not UTF-8) is waited out, then asked again.
+                    EXPECT_STATUS(outbox_loop_opened(l, 0, why.c_str()), OUTBOX_OK);
+                    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_WAIT);
+                    EXPECT_GT(outbox_loop_wait_ms(l), 0);
+                    EXPECT_STATUS(outbox_loop_waited(l), OUTBOX_OK);
+                    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_OPEN);
+                    EXPECT_STATUS(outbox_loop_abort(l, why.c_str()), OUTBOX_OK);
+                    EXPECT_EQ(outbox_loop_next(l), OUTBOX_LOOP_DONE);
+                    int64_t handled = -1;
+                    EXPECT_STATUS(outbox_loop_result(l, &handled), OUTBOX_OK);
+                    EXPECT_EQ(handled, 0);
+                    outbox_loop_free(l);
+                    outbox_consumer_free(c);
+                });
+Register r_write_plan(
+    {"outbox_write_plan_new", "outbox_write_plan_free", "outbox_write_plan_next", "outbox_write_plan_done",
+     "outbox_write_plan_failed", "outbox_write_plan_result"},
+    [](Sweep &s) {
+        outbox_write_plan *p = reinterpret_cast<outbox_write_plan *>(&s);
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(p, nullptr);
+        EXPECT_STATUS(outbox_write_plan_new(nullptr, s.cfg, nullptr, OUTBOX_TX_IDLE, nullptr),
                       OUTBOX_ERR_INVALID_ARGUMENT);
-    }
-    const std::string style = kHuge;
-    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, style.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
-    outbox_event *empty = nullptr;
-    ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
-    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, empty, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_EVENT);
-    outbox_event_free(empty);
-    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_INERROR, nullptr), OUTBOX_OK);
-    EXPECT_EQ(outbox_write_plan_next(p, nullptr), nullptr);
-    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_TRANSACTION);
-    outbox_write_plan_free(p);
-    // A driver's failure with a 16 MiB message that is not UTF-8: the error is short and valid.
-    EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, "qmark"), OUTBOX_OK);
-    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_INVALID_ARGUMENT);
-    std::string why = kHuge;
-    why[5] = '\xff';
-    EXPECT_STATUS(outbox_write_plan_failed(p, "08006", kHuge.c_str(), why.c_str(), 1), OUTBOX_OK);
-    EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_CONNECTION);
-    EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 3), OUTBOX_ERR_INVALID_ARGUMENT);
-    EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
-    outbox_write_plan_free(p);
-    outbox_event_free(ev);
-});
+        EXPECT_EQ(outbox_write_plan_next(nullptr, nullptr), nullptr);
+        EXPECT_STATUS(outbox_write_plan_done(nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_STATUS(outbox_write_plan_failed(nullptr, nullptr, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_STATUS(outbox_write_plan_result(nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+        outbox_write_plan_free(nullptr);
+        outbox_event *ev = s.make_event("sweep-plan");
+        for (int bad : {-1, 1, 4, 99}) {
+            EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, static_cast<outbox_tx_state>(bad), nullptr),
+                          OUTBOX_ERR_INVALID_ARGUMENT);
+        }
+        const std::string style = kHuge;
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, style.c_str()), OUTBOX_ERR_INVALID_ARGUMENT);
+        outbox_event *empty = nullptr;
+        ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, empty, OUTBOX_TX_IDLE, nullptr), OUTBOX_ERR_INVALID_EVENT);
+        outbox_event_free(empty);
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_INERROR, nullptr), OUTBOX_OK);
+        EXPECT_EQ(outbox_write_plan_next(p, nullptr), nullptr);
+        EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_TRANSACTION);
+        outbox_write_plan_free(p);
+        // A driver's failure with a 16 MiB message that is not UTF-8: the error is short and valid.
+        EXPECT_STATUS(outbox_write_plan_new(&p, s.cfg, ev, OUTBOX_TX_IDLE, "qmark"), OUTBOX_OK);
+        EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_INVALID_ARGUMENT);
+        std::string why = kHuge;
+        why[5] = '\xff';
+        EXPECT_STATUS(outbox_write_plan_failed(p, "08006", kHuge.c_str(), why.c_str(), 1), OUTBOX_OK);
+        EXPECT_STATUS(outbox_write_plan_result(p), OUTBOX_ERR_CONNECTION);
+        EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 3), OUTBOX_ERR_INVALID_ARGUMENT);
+        EXPECT_STATUS(outbox_write_plan_done(p, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+        outbox_write_plan_free(p);
+        outbox_event_free(ev);
+    });
 Register r_consumer_run({"outbox_consumer_run", "outbox_handler_error"}, [](Sweep &s) {
     auto handler = [](outbox_db *, const outbox_message *, void *) { return 0; };
     EXPECT_STATUS(outbox_consumer_run(nullptr, nullptr, handler, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
