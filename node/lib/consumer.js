@@ -12,7 +12,7 @@ const { outboxError, typeError } = require('./errors');
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
 const L = native.loop; // the loop's actions and statements, from outbox.h
 const MESSAGE_KEYS = native.message_keys; // id, eventType, ..., payloadText, seq, body, order, ...
-const reasonOf = (err) => (err && err.message ? err.message : String(err));
+const reasonOf = (err) => (err instanceof Error ? `${err.name}: ${err.message}` : String(err)); // outbox.h's form
 
 class Message {
   /** @private made by Consumer: the event's fields, seq, delivery and body (outbox_message_*) */
@@ -100,7 +100,7 @@ class LoopClient {
     try {
       await c.connect();
     } catch (e) {
-      return native.loop_opened(loop, false, reasonOf(e));
+      return native.loop_opened(loop, false, e && e.message ? e.message : String(e));
     }
     this.client = c;
     return native.loop_opened(loop, true, '');

@@ -75,7 +75,7 @@ test('consume(): dedupe in the handler\'s pg transaction, redelivery after failu
   const dead = await ch.get(`${name}.dead`, { noAck: true });
   assert.ok(dead, 'a dead letter');
   assert.equal(JSON.parse(dead.content.toString()).AGGREGATE_ID, 'poison');
-  assert.match(String(dead.properties.headers['x-outbox-dead-reason']), /handler failed 3 time\(s\): poison pill/);
+  assert.match(String(dead.properties.headers['x-outbox-dead-reason']), /handler failed 3 time\(s\): Error: poison pill/);
   assert.ok(logs.some((l) => l.startsWith('info') && l.includes(`consumer ${name} connected`)), 'native logs arrive');
   await ch.close();
 });
@@ -145,7 +145,7 @@ for (const mode of ['own client', 'lent client']) {
     const dead = await ch.get(`${name}.dead`, { noAck: true });
     assert.ok(dead, 'a dead letter');
     assert.equal(JSON.parse(dead.content.toString()).AGGREGATE_ID, 'poison');
-    assert.equal(String(dead.properties.headers['x-outbox-dead-reason']), 'handler failed 2 time(s): boom');
+    assert.equal(String(dead.properties.headers['x-outbox-dead-reason']), 'handler failed 2 time(s): Error: boom');
     assert.ok(logs.some((l) => l.includes('not processed, redelivering without counting an attempt: ' +
       'PostgreSQL connection lost in the handler')), 'the library logs the uncounted redelivery');
   });

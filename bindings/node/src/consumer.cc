@@ -3,8 +3,12 @@
 // JS layer has them ({ consumer, eventId, ... }, { firstTime, order, previousSeq }).
 #include "common.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace outbox_node {
 namespace {
@@ -106,7 +110,7 @@ Napi::Value RenderDedupe(const Napi::CallbackInfo &info) {
 }
 
 // dedupe_interpret(cfg | null, key, row) -> {firstTime, order, previousSeq}: what the rendered
-// dedupe statement's row (first_time, previous seq) means (outbox_dedupe_interpret), so
+// dedupe statement's row (first_time, previous seq) means (outbox_dedupe_interpret_row), so
 // node-postgres callers get the library's order check.
 Napi::Value DedupeInterpret(const Napi::CallbackInfo &info) {
     Napi::Env env = info.Env();
@@ -116,20 +120,17 @@ Napi::Value DedupeInterpret(const Napi::CallbackInfo &info) {
         throw status_error(env, OUTBOX_ERR_INTERNAL, "outbox dedupe: the inbox statement returned no row");
     }
     Napi::Array row = info[2].As<Napi::Array>();
-    Napi::Value first = row.Get(0U);
+    // The row's values as text, decoded by the library (outbox_dedupe_interpret_row).
+    const std::string first = row.Get(0U).ToString().Utf8Value();
     Napi::Value previous = row.Get(1U);
-    const bool first_time = (first.IsBoolean() && first.As<Napi::Boolean>().Value()) ||
-                            (first.IsString() && first.As<Napi::String>().Utf8Value() == "t");
-    int64_t prev = -1;
-    if (previous.IsString()) {
-        prev = std::strtoll(previous.As<Napi::String>().Utf8Value().c_str(), nullptr, 10);
-    } else if (!previous.IsUndefined() && !previous.IsNull()) {
-        prev = int64_of(previous, "previous_seq");
+    std::optional<std::string> prev;
+    if (!previous.IsUndefined() && !previous.IsNull()) {
+        prev = previous.ToString().Utf8Value();
     }
     outbox_dedupe_result r;
     outbox_dedupe_result_init(&r);
-    check(env, outbox_dedupe_interpret(&r, cfg != nullptr ? cfg->ptr : nullptr, key.type(), key.id(), key.seq,
-                                       first_time ? 1 : 0, prev));
+    check(env, outbox_dedupe_interpret_row(&r, cfg != nullptr ? cfg->ptr : nullptr, key.type(), key.id(), key.seq,
+                                           first.c_str(), prev ? prev->c_str() : nullptr));
     return dedupe_object(env, r);
 }
 
@@ -351,21 +352,33 @@ Napi::Value MessageProperty(const Napi::CallbackInfo &info) {
 // call a property: creating a JS object in the addon costs more than a JS constructor's stores).
 using MessageRead = Napi::Value (*)(Napi::Env, const outbox_message *);
 struct MessageKey {
-    const char *key;
-    const char *field;
+    std::string key;
+    const char *field; // an envelope field (outbox_envelope_field), or nullptr: `read` gives the value
     MessageRead read;
 };
-const MessageKey kMessageKeys[] = {
-    {"id", "OUTBOX_ID", nullptr},
-    {"eventType", "EVENT_TYPE", nullptr},
-    {"aggregateType", "AGGREGATE_TYPE", nullptr},
-    {"aggregateId", "AGGREGATE_ID", nullptr},
-    {"operation", "OPERATION", nullptr},
-    {"user", "USER", nullptr},
-    {"createdAt", "CREATED_AT", nullptr},
-    {"payloadText", "PAYLOAD", nullptr},
-    {"previousPayloadText", "PREVIOUS_PAYLOAD", nullptr},
-    {"metadataText", "METADATA", nullptr},
+
+// An envelope field's JavaScript name: camelCase, "id" for the first (the event's id), "Text"
+// after a JSON object's name.
+std::string js_name(size_t index, const char *field, outbox_field_kind kind) {
+    if (index == 0) {
+        return "id";
+    }
+    std::string out;
+    bool upper = false;
+    for (const char *p = field; *p != '\0'; ++p) {
+        if (*p == '_') {
+            upper = true;
+            continue;
+        }
+        const auto c = static_cast<unsigned char>(*p);
+        out.push_back(static_cast<char>(upper ? std::toupper(c) : std::tolower(c)));
+        upper = false;
+    }
+    return kind == OUTBOX_FIELD_JSON ? out + "Text" : out;
+}
+
+// The delivery's own values, after the envelope's fields.
+const MessageKey kDeliveryKeys[] = {
     {"seq", nullptr,
      [](Napi::Env env, const outbox_message *m) -> Napi::Value {
          return Napi::Number::New(env, static_cast<double>(outbox_message_seq(m)));
@@ -398,14 +411,30 @@ const MessageKey kMessageKeys[] = {
      }},
 };
 
+// Every key a Message has: the envelope's fields, from the library, then the delivery's.
+const std::vector<MessageKey> &message_keys() {
+    static const std::vector<MessageKey> keys = [] {
+        std::vector<MessageKey> out;
+        const char *field = nullptr;
+        outbox_field_kind kind = OUTBOX_FIELD_TEXT;
+        for (size_t i = 0; outbox_envelope_field(&field, &kind, i) == OUTBOX_OK; ++i) {
+            out.push_back(MessageKey{js_name(i, field, kind), field, nullptr});
+        }
+        out.insert(out.end(), std::begin(kDeliveryKeys), std::end(kDeliveryKeys));
+        return out;
+    }();
+    return keys;
+}
+
 // message_value(msg, index) -> the value of message_keys[index]
 Napi::Value MessageValue(const Napi::CallbackInfo &info) {
     const outbox_message *m = unwrap<outbox_message>(info, 0, Use::read)->ptr;
     const int64_t i = int64_arg(info, 1, "index");
-    if (i < 0 || i >= static_cast<int64_t>(std::size(kMessageKeys))) {
+    const auto &keys = message_keys();
+    if (i < 0 || i >= static_cast<int64_t>(keys.size())) {
         throw type_error(info.Env(), "index is out of range");
     }
-    const MessageKey &k = kMessageKeys[i];
+    const MessageKey &k = keys[static_cast<size_t>(i)];
     return k.read != nullptr ? k.read(info.Env(), m) : str_or_null(info.Env(), outbox_message_field(m, k.field));
 }
 
@@ -431,9 +460,9 @@ void register_consumer(Napi::Env env, Napi::Object exports) {
     def(env, exports, "message_field", MessageField);
     def(env, exports, "message_property", MessageProperty);
     def(env, exports, "message_value", MessageValue);
-    Napi::Array keys = Napi::Array::New(env, std::size(kMessageKeys));
-    for (uint32_t i = 0; i < std::size(kMessageKeys); ++i) {
-        keys.Set(i, kMessageKeys[i].key);
+    Napi::Array keys = Napi::Array::New(env, message_keys().size());
+    for (uint32_t i = 0; i < message_keys().size(); ++i) {
+        keys.Set(i, message_keys()[i].key);
     }
     exports.Set("message_keys", keys);
 }

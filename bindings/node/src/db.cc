@@ -70,15 +70,15 @@ Napi::Value DbExec(const Napi::CallbackInfo &info) {
 
 // db_begin(db), db_commit(db), db_rollback(db) -> Promise<void>: the transaction of Database#transaction.
 Napi::Value DbBegin(const Napi::CallbackInfo &info) {
-    return exec_on(info, "BEGIN");
+    return exec_on(info, outbox_loop_sql_text(OUTBOX_LOOP_SQL_BEGIN));
 }
 
 Napi::Value DbCommit(const Napi::CallbackInfo &info) {
-    return exec_on(info, "COMMIT");
+    return exec_on(info, outbox_loop_sql_text(OUTBOX_LOOP_SQL_COMMIT));
 }
 
 Napi::Value DbRollback(const Napi::CallbackInfo &info) {
-    return exec_on(info, "ROLLBACK");
+    return exec_on(info, outbox_loop_sql_text(OUTBOX_LOOP_SQL_ROLLBACK));
 }
 
 // db_tx_state(db) -> 'IDLE' | 'ACTIVE' | 'INTRANS' | 'INERROR' | 'UNKNOWN' (outbox_tx_state); no I/O.
