@@ -30,10 +30,19 @@ enum class Errc : int {
 class Error : public std::runtime_error {
   public:
     Error(Errc code, const std::string &message) : std::runtime_error(message), code_(code) {}
+    // A failure PostgreSQL reported, with its SQLSTATE (five characters; empty when none).
+    Error(Errc code, const std::string &message, std::string_view sqlstate) : std::runtime_error(message), code_(code) {
+        if (sqlstate.size() == sizeof sqlstate_ - 1) {
+            sqlstate.copy(sqlstate_, sqlstate.size());
+        }
+    }
     [[nodiscard]] Errc code() const noexcept { return code_; }
+    // The server's SQLSTATE when the error is PostgreSQL's, else "".
+    [[nodiscard]] const char *sqlstate() const noexcept { return sqlstate_; }
 
   private:
     Errc code_;
+    char sqlstate_[6] = {};
 };
 
 [[noreturn]] inline void fail(Errc code, const std::string &message) { throw Error(code, message); }

@@ -48,7 +48,8 @@ Error driver_error(const std::string &context, const std::string &sqlstate, cons
         code = Errc::connection;
     }
     const std::string hint = sqlstate == "25P02" ? "; the caller's transaction is aborted: roll it back first" : "";
-    return Error(code, context + ": " + message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + hint);
+    return Error(code, context + ": " + message + (sqlstate.empty() ? "" : " (SQLSTATE " + sqlstate + ")") + hint,
+                 sqlstate);
 }
 
 Conn Conn::open(const std::string &conninfo, int connect_timeout_s, const std::string &application_name) {
@@ -195,7 +196,8 @@ void Conn::raise(PGresult *r, const std::string &context) const {
     const std::string hint = code == "42P01" || code == "3F000"
                                  ? "; are the tables created? run `outbox migrate` (or outbox_migrate())"
                                  : "";
-    fail(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")") + hint);
+    throw Error(errc_for_sqlstate(code), context + ": " + msg + (code.empty() ? "" : " (SQLSTATE " + code + ")") + hint,
+                code);
 }
 
 namespace {
@@ -221,6 +223,52 @@ Result Conn::exec(const std::string &sql, const Params &params) {
         raise(r, "query failed");
     }
     return Result(r);
+}
+
+Result Conn::query(const std::string &sql, const Params &params) {
+    check_usable();
+    if (params.size() > 65535) {
+        fail(Errc::invalid_argument, std::to_string(params.size()) + " parameters, over PostgreSQL's limit of 65535");
+    }
+    const std::vector<const char *> values = param_values(params);
+    Result res(
+        PQexecParams(c_, sql.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
+    const ExecStatusType st = res.raw() != nullptr ? PQresultStatus(res.raw()) : PGRES_FATAL_ERROR;
+    if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT) {
+        refuse_copy(st);
+    }
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+        raise_callers(res.raw());
+    }
+    return res;
+}
+
+void Conn::raise_callers(PGresult *r) const {
+    std::string msg = r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(c_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+        msg.pop_back();
+    }
+    const char *state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    const Errc code = PQstatus(c_) != CONNECTION_OK ? Errc::connection : Errc::database;
+    throw Error(code, msg.empty() ? "query failed" : msg, state != nullptr ? state : "");
+}
+
+void Conn::refuse_copy(ExecStatusType st) {
+    if (st == PGRES_COPY_IN) {
+        PQputCopyEnd(c_, "COPY FROM STDIN is not supported here");
+    } else {
+        char *buf = nullptr;
+        while (PQgetCopyData(c_, &buf, 0) > 0) {
+            PQfreemem(buf);
+        }
+    }
+    while (PGresult *more = PQgetResult(c_)) {
+        PQclear(more);
+    }
+    if (PQstatus(c_) != CONNECTION_OK) {
+        raise_callers(nullptr);
+    }
+    fail(Errc::database, "COPY is not supported for a statement of the caller's; use libpq on the PGconn");
 }
 
 const std::string &Conn::prepare_once(const std::string &sql, int nparams) {

@@ -34,6 +34,8 @@ class Result {
     [[nodiscard]] long long get_int(int row, int col) const;
     [[nodiscard]] int column(const char *name) const { return PQfnumber(r_.get(), name); }
     [[nodiscard]] const char *cmd_tuples() const { return PQcmdTuples(r_.get()); }
+    // The command tag ("SELECT 2", "INSERT 0 1"); "" for an empty query.
+    [[nodiscard]] const char *cmd_status() const { return PQcmdStatus(r_.get()); }
     [[nodiscard]] PGresult *raw() const { return r_.get(); }
 
   private:
@@ -67,6 +69,12 @@ class Conn {
     // which saves parsing and planning a complex statement on every call. A lent connection is
     // the caller's: nothing is left prepared on it (a DISCARD ALL there would break us).
     Result exec_cached(const std::string &sql, const Params &params);
+    // Runs the caller's own statement (not one the library wrote) with text parameters; an empty
+    // statement is no error. A failure throws Error(connection) when the connection is lost, else
+    // Error(database) whatever the SQLSTATE (a unique violation in the caller's SQL is not a reused
+    // idempotency key): the server's message as libpq gives it, with its SQLSTATE. A COPY is
+    // refused (database) and ended, leaving the connection usable.
+    Result query(const std::string &sql, const Params &params);
     // Runs a simple (possibly multi-statement) query without parameters.
     Result exec_simple(const std::string &sql);
     // exec_cached() in two halves on an owned connection: send() sends the statement and returns
@@ -112,6 +120,9 @@ class Conn {
     // outside it.
     void revive_if_lost();
     const std::string &prepare_once(const std::string &sql, int nparams);
+    // query()'s failures: see there.
+    [[noreturn]] void raise_callers(PGresult *r) const;
+    [[noreturn]] void refuse_copy(ExecStatusType st);
     PGconn *c_ = nullptr;
     bool owned_ = false;
     std::unordered_map<std::string, std::string> prepared_; // SQL text -> statement name

@@ -16,8 +16,6 @@
 
 #include <outbox.h>
 
-#include <libpq-fe.h>
-
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -117,6 +115,37 @@ class Message {
 // ----------------------------------------------------------------------------- Db
 
 class Consumer;
+
+// Db.execute()'s parameters as outbox_db_query() takes them: None is SQL NULL, the rest str.
+std::vector<std::optional<std::string>> query_params(const py::sequence &params) {
+    std::vector<std::optional<std::string>> values;
+    values.reserve(static_cast<size_t>(py::len(params)));
+    for (py::handle p : params) {
+        if (p.is_none()) {
+            values.emplace_back(std::nullopt);
+        } else {
+            values.emplace_back(cstr(p, "parameter"));
+        }
+    }
+    return values;
+}
+
+// (rows as tuples of str/None, affected rows or -1, command tag) from outbox_db_query()'s rows.
+py::tuple query_result(const outbox_rows *res) {
+    py::list rows;
+    const size_t nrows = outbox_rows_count(res);
+    const size_t ncols = outbox_rows_columns(res);
+    for (size_t i = 0; i < nrows; ++i) {
+        py::tuple row(ncols);
+        for (size_t j = 0; j < ncols; ++j) {
+            size_t len = 0;
+            const char *v = outbox_rows_value(res, i, j, &len);
+            row[j] = v != nullptr ? py::object(text(v, len)) : py::object(py::none());
+        }
+        rows.append(std::move(row));
+    }
+    return py::make_tuple(rows, outbox_rows_affected(res), opt_str(outbox_rows_command(res)));
+}
 
 class Db {
   public:
@@ -237,71 +266,28 @@ class Db {
         return deleted;
     }
 
-    // The caller's own SQL with text parameters, through libpq on the handle's PGconn (the way
-    // outbox.h says to run parameterised statements). Returns (rows, affected, status).
+    // The caller's own SQL with text parameters (outbox_db_query). Returns (rows, affected, status);
+    // a failure raises with the server's SQLSTATE.
     py::tuple execute(const std::string &sql, const py::sequence &params) {
         no_nul(sql, "SQL");
         outbox_db *h = handle();
-        std::vector<std::optional<std::string>> values;
-        values.reserve(static_cast<size_t>(py::len(params)));
-        for (py::handle p : params) {
-            if (p.is_none()) {
-                values.emplace_back(std::nullopt);
-            } else {
-                values.emplace_back(cstr(p, "parameter"));
-            }
-        }
+        const std::vector<std::optional<std::string>> values = query_params(params);
         std::vector<const char *> ptrs;
         ptrs.reserve(values.size());
         for (const auto &v : values) {
             ptrs.push_back(v ? v->c_str() : nullptr);
         }
-        PGresult *res = nullptr;
-        bool bad_conn = false;
-        std::string err;
-        locked(mu_, [&] {
-            auto *pg = static_cast<PGconn *>(outbox_db_pgconn(h));
-            res =
-                PQexecParams(pg, sql.c_str(), static_cast<int>(ptrs.size()), nullptr, ptrs.data(), nullptr, nullptr, 0);
-            ExecStatusType st = res != nullptr ? PQresultStatus(res) : PGRES_FATAL_ERROR;
-            if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK && st != PGRES_EMPTY_QUERY) {
-                err = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(pg);
-                bad_conn = PQstatus(pg) != CONNECTION_OK;
-            }
-            return 0;
+        outbox_rows *res = nullptr;
+        const Failure f = locked(mu_, [&] {
+            Failure r = failure(outbox_db_query(&res, h, sql.c_str(), ptrs.data(), ptrs.size()));
+            r.sqlstate = outbox_last_sqlstate();
+            return r;
         });
-        std::unique_ptr<PGresult, void (*)(PGresult *)> guard(res, PQclear);
-        if (!err.empty() || res == nullptr) {
-            while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) {
-                err.pop_back();
-            }
-            Failure f;
-            f.status = bad_conn ? OUTBOX_ERR_CONNECTION : OUTBOX_ERR_DATABASE;
-            f.message = err.empty() ? "query failed" : err;
-            if (res != nullptr) {
-                const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-                f.sqlstate = ss != nullptr ? ss : "";
-            }
+        std::unique_ptr<outbox_rows, void (*)(outbox_rows *)> guard(res, outbox_rows_free);
+        if (f) {
             throw_error(f);
         }
-        py::list rows;
-        const int nrows = PQntuples(res);
-        const int ncols = PQnfields(res);
-        for (int i = 0; i < nrows; ++i) {
-            py::tuple row(ncols);
-            for (int j = 0; j < ncols; ++j) {
-                if (PQgetisnull(res, i, j)) {
-                    row[static_cast<size_t>(j)] = py::none();
-                } else {
-                    row[static_cast<size_t>(j)] =
-                        text(PQgetvalue(res, i, j), static_cast<size_t>(PQgetlength(res, i, j)));
-                }
-            }
-            rows.append(std::move(row));
-        }
-        const char *affected = PQcmdTuples(res);
-        int64_t n = (affected != nullptr && *affected != '\0') ? std::stoll(affected) : -1;
-        return py::make_tuple(rows, n, opt_str(PQcmdStatus(res)));
+        return query_result(res);
     }
 
   private:
@@ -761,7 +747,7 @@ PYBIND11_MODULE(_native, m) {
         }
         return py::tuple(out);
     });
-    m.def("libpq_version", &PQlibVersion);
+    m.def("libpq_version", &outbox_libpq_version);
 
     py::class_<Config>(m, "Config")
         .def(py::init<>())

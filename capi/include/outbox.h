@@ -81,6 +81,14 @@ typedef enum outbox_status {
 OUTBOX_API const char *outbox_last_error(void);
 /** @return the status of the last error on the calling thread (OUTBOX_OK when none). */
 OUTBOX_API outbox_status outbox_last_status(void);
+/**
+ * The SQLSTATE of the last error on the calling thread, when PostgreSQL reported it (e.g. "22012"
+ * for a division by zero in outbox_db_query()): a thread-local beside outbox_last_error(), so it
+ * is there for every call that reaches the server, with no failure object to free.
+ * @return five characters, or "" when the last error had none (or there was no error). Never
+ *         NULL. Borrowed: valid until the next outbox_* call on this thread.
+ */
+OUTBOX_API const char *outbox_last_sqlstate(void);
 /** @return a stable name for a status, e.g. "INVALID_EVENT" (static, never freed). */
 OUTBOX_API const char *outbox_status_name(outbox_status status);
 /**
@@ -159,11 +167,72 @@ OUTBOX_API void outbox_db_close(outbox_db *db);
 OUTBOX_API void *outbox_db_pgconn(outbox_db *db);
 /**
  * Runs SQL without parameters and without results the caller needs: BEGIN, COMMIT, ROLLBACK,
- * DDL. For the caller's own statements with parameters, use libpq on outbox_db_pgconn().
+ * DDL. For the caller's own statements with parameters or rows, use outbox_db_query().
  * @return OUTBOX_OK, OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_TRANSACTION (aborted
  *         transaction), OUTBOX_ERR_SCHEMA (missing table), OUTBOX_ERR_INVALID_ARGUMENT.
  */
 OUTBOX_API outbox_status outbox_db_exec(outbox_db *db, const char *sql);
+
+/** The rows (and command tag) of a statement run by outbox_db_query(). */
+typedef struct outbox_rows outbox_rows;
+
+/**
+ * Runs one statement of the caller's own, with `$1..$n` text parameters, and keeps its rows (as
+ * text). One statement only; an empty one succeeds with no rows. COPY is refused.
+ * Its failures are the caller's SQL failing, not the library's: OUTBOX_ERR_DATABASE whatever the
+ * SQLSTATE (a unique violation here is no reused idempotency key), OUTBOX_ERR_CONNECTION when the
+ * connection is lost. The message is the server's; outbox_last_sqlstate() gives its SQLSTATE.
+ * @param[out] out the rows; free with outbox_rows_free(). NULL on failure.
+ * @param db the connection (owned or lent); a transaction open on it stays the caller's.
+ * @param sql the statement.
+ * @param params `nparams` texts, NULL for SQL NULL (each copied); may be NULL when `nparams` is 0.
+ * @param nparams the number of parameters (at most 65535).
+ * @return OUTBOX_OK; OUTBOX_ERR_DATABASE (the statement failed: syntax, constraint, aborted
+ *         transaction, COPY...); OUTBOX_ERR_CONNECTION (closed or lost); OUTBOX_ERR_INVALID_ARGUMENT
+ *         (a NULL argument, too many parameters, the connection busy with another query);
+ *         OUTBOX_ERR_NO_MEMORY.
+ */
+OUTBOX_API outbox_status outbox_db_query(outbox_rows **out, outbox_db *db, const char *sql, const char *const *params,
+                                         size_t nparams);
+/**
+ * Frees the rows of outbox_db_query().
+ * @param rows the rows; NULL is a no-op.
+ */
+OUTBOX_API void outbox_rows_free(outbox_rows *rows);
+/**
+ * @param rows the rows of outbox_db_query(); may be NULL.
+ * @return the number of rows (0 for a statement without rows, or NULL).
+ */
+OUTBOX_API size_t outbox_rows_count(const outbox_rows *rows);
+/**
+ * @param rows the rows of outbox_db_query(); may be NULL.
+ * @return the number of columns (0 for a statement without rows, or NULL).
+ */
+OUTBOX_API size_t outbox_rows_columns(const outbox_rows *rows);
+/**
+ * One value, in PostgreSQL's text form.
+ * @param rows the rows of outbox_db_query(); may be NULL.
+ * @param row the row, from 0.
+ * @param col the column, from 0.
+ * @param[out] len may be NULL; the value's length in bytes (0 for NULL).
+ * @return the value, NUL-terminated (borrowed, valid until outbox_rows_free()); NULL for SQL NULL,
+ *         a NULL handle or an index out of range.
+ */
+OUTBOX_API const char *outbox_rows_value(const outbox_rows *rows, size_t row, size_t col, size_t *len);
+/**
+ * @param rows the rows of outbox_db_query(); may be NULL.
+ * @return the rows the statement affected or returned (INSERT, UPDATE, DELETE, SELECT, ...);
+ *         -1 when its command reports none (DDL, SET, an empty statement) or for NULL.
+ */
+OUTBOX_API int64_t outbox_rows_affected(const outbox_rows *rows);
+/**
+ * @param rows the rows of outbox_db_query(); may be NULL.
+ * @return the command tag, e.g. "SELECT 2" or "INSERT 0 1" ("" for an empty statement); borrowed,
+ *         valid until outbox_rows_free(); NULL for NULL.
+ */
+OUTBOX_API const char *outbox_rows_command(const outbox_rows *rows);
+/** @return the version of the libpq the library runs with (PQlibVersion(), e.g. 160004). */
+OUTBOX_API int outbox_libpq_version(void);
 /** Transaction state of the connection. */
 typedef enum outbox_tx_state {
     OUTBOX_TX_IDLE = 0,     /**< no transaction open */

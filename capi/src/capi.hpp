@@ -92,9 +92,14 @@ struct outbox_statement {
     outbox::store::Statement st;
 };
 
+struct outbox_rows {
+    outbox::pg::Result res;
+};
+
 namespace outbox::capi {
 
-void set_error(outbox_status status, const char *message) noexcept;
+// sqlstate: the server's SQLSTATE for outbox_last_sqlstate(); "" when the error is not the server's.
+void set_error(outbox_status status, const char *message, const char *sqlstate = "") noexcept;
 void clear_error() noexcept;
 outbox_status fail_null(const char *what) noexcept;
 
@@ -106,7 +111,7 @@ template <typename Fn> outbox_status guard(Fn &&fn) noexcept {
         return OUTBOX_OK;
     } catch (const outbox::Error &e) {
         auto st = static_cast<outbox_status>(static_cast<int>(e.code()));
-        set_error(st, e.what());
+        set_error(st, e.what(), e.sqlstate());
         return st;
     } catch (const std::bad_alloc &) {
         set_error(OUTBOX_ERR_NO_MEMORY, "out of memory");

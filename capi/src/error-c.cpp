@@ -9,6 +9,7 @@ namespace {
 struct LastError {
     outbox_status status = OUTBOX_OK;
     std::string message;
+    char sqlstate[6] = {}; // fixed size: set even when the message cannot be stored
 };
 thread_local LastError last;
 // Used when even the message cannot be stored: outbox_last_error() never returns NULL.
@@ -17,8 +18,10 @@ thread_local bool last_is_oom = false;
 
 } // namespace
 
-void set_error(outbox_status status, const char *message) noexcept {
+void set_error(outbox_status status, const char *message, const char *sqlstate) noexcept {
     last.status = status;
+    const bool five = sqlstate != nullptr && std::strlen(sqlstate) == sizeof last.sqlstate - 1;
+    std::memcpy(last.sqlstate, five ? sqlstate : "\0\0\0\0\0", sizeof last.sqlstate);
     try {
         last.message = message != nullptr ? outbox::message_text(message) : "";
         last_is_oom = false;
@@ -30,6 +33,7 @@ void set_error(outbox_status status, const char *message) noexcept {
 void clear_error() noexcept {
     last.status = OUTBOX_OK;
     last.message.clear();
+    last.sqlstate[0] = '\0';
     last_is_oom = false;
 }
 
@@ -59,6 +63,10 @@ extern "C" {
 const char *outbox_last_error(void) { return outbox::capi::last_is_oom ? outbox::capi::oom_message : outbox::capi::last.message.c_str(); }
 
 outbox_status outbox_last_status(void) { return outbox::capi::last.status; }
+
+const char *outbox_last_sqlstate(void) {
+    return outbox::capi::last.sqlstate;
+}
 
 const char *outbox_status_name(outbox_status status) {
     // Read as an int: a value outside the enum's range (from a newer or a confused caller) is

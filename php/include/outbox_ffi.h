@@ -28,6 +28,8 @@ const char *outbox_last_error(void);
 
 outbox_status outbox_last_status(void);
 
+const char *outbox_last_sqlstate(void);
+
 const char *outbox_status_name(outbox_status status);
 
 int outbox_status_retriable(outbox_status status);
@@ -57,6 +59,25 @@ void outbox_db_close(outbox_db *db);
 void *outbox_db_pgconn(outbox_db *db);
 
 outbox_status outbox_db_exec(outbox_db *db, const char *sql);
+
+typedef struct outbox_rows outbox_rows;
+
+outbox_status outbox_db_query(outbox_rows **out, outbox_db *db, const char *sql, const char *const *params,
+                                         size_t nparams);
+
+void outbox_rows_free(outbox_rows *rows);
+
+size_t outbox_rows_count(const outbox_rows *rows);
+
+size_t outbox_rows_columns(const outbox_rows *rows);
+
+const char *outbox_rows_value(const outbox_rows *rows, size_t row, size_t col, size_t *len);
+
+int64_t outbox_rows_affected(const outbox_rows *rows);
+
+const char *outbox_rows_command(const outbox_rows *rows);
+
+int outbox_libpq_version(void);
 
 typedef enum outbox_tx_state {
     OUTBOX_TX_IDLE = 0,     

@@ -345,6 +345,136 @@ Register r_db_exec({"outbox_db_exec"}, [](Sweep &s) {
     EXPECT_STATUS(outbox_db_exec(b, "SELECT 1"), OUTBOX_ERR_CONNECTION);
     outbox_db_close(b);
 });
+// One statement of the caller's; its rows, and what the accessors say about each.
+struct Queried {
+    outbox_rows *r = nullptr;
+    outbox_status st;
+    Queried(outbox_db *db, const char *sql, std::vector<const char *> params = {})
+        : st(outbox_db_query(&r, db, sql, params.data(), params.size())) {}
+    ~Queried() { outbox_rows_free(r); }
+    Queried(const Queried &) = delete;
+    Queried &operator=(const Queried &) = delete;
+    [[nodiscard]] std::string value(size_t row, size_t col) const {
+        size_t len = 0;
+        const char *v = outbox_rows_value(r, row, col, &len);
+        return v != nullptr ? std::string(v, len) : "<NULL>";
+    }
+};
+// NULL arguments and handles; the accessors of a NULL handle.
+Register r_rows_free({"outbox_rows_free", "outbox_rows_count", "outbox_rows_columns"}, [](Sweep &s) {
+    outbox_rows *r = reinterpret_cast<outbox_rows *>(0x1);
+    EXPECT_STATUS(outbox_db_query(nullptr, s.db, "SELECT 1", nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_query(&r, nullptr, "SELECT 1", nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(r, nullptr);
+    EXPECT_STATUS(outbox_db_query(&r, s.db, nullptr, nullptr, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_db_query(&r, s.db, "SELECT $1", nullptr, 1), OUTBOX_ERR_INVALID_ARGUMENT);
+    const std::vector<const char *> many(65536, "1");
+    EXPECT_STATUS(outbox_db_query(&r, s.db, "SELECT 1", many.data(), many.size()), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(r, nullptr);
+    // A NULL handle answers every accessor.
+    size_t len = 7;
+    EXPECT_EQ(outbox_rows_count(nullptr), 0U);
+    EXPECT_EQ(outbox_rows_columns(nullptr), 0U);
+    EXPECT_EQ(outbox_rows_value(nullptr, 0, 0, &len), nullptr);
+    EXPECT_EQ(len, 0U);
+    EXPECT_EQ(outbox_rows_affected(nullptr), -1);
+    EXPECT_EQ(outbox_rows_command(nullptr), nullptr);
+    outbox_rows_free(nullptr);
+});
+Register r_rows_value({"outbox_rows_value"}, [](Sweep &s) {
+    size_t len = 7;
+    // Rows with parameters and NULLs, and indexes out of range.
+    Queried q(s.db, "SELECT $1::text, $2::text, $3::int + 1 UNION ALL SELECT 'y', NULL, 0", {"x", nullptr, "41"});
+    ASSERT_EQ(q.st, OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(outbox_rows_count(q.r), 2U);
+    EXPECT_EQ(outbox_rows_columns(q.r), 3U);
+    EXPECT_EQ(q.value(0, 0) + q.value(0, 1) + q.value(0, 2), "x<NULL>42");
+    EXPECT_EQ(q.value(1, 0) + q.value(1, 1) + q.value(1, 2), "y<NULL>0");
+    EXPECT_STREQ(outbox_rows_value(q.r, 0, 0, nullptr), "x");
+    for (const auto &[row, col] : std::vector<std::pair<size_t, size_t>>{{2, 0}, {0, 3}, {SIZE_MAX, SIZE_MAX}}) {
+        EXPECT_EQ(outbox_rows_value(q.r, row, col, &len), nullptr);
+        EXPECT_EQ(len, 0U);
+    }
+    EXPECT_EQ(outbox_rows_affected(q.r), 2);
+    EXPECT_STREQ(outbox_rows_command(q.r), "SELECT 2");
+});
+Register r_rows_command({"outbox_rows_command", "outbox_rows_affected"}, [](Sweep &s) {
+    for (const char *sql : {"CREATE TEMP TABLE sweep_q (v text UNIQUE)", "", "SET application_name = 'sweep'"}) {
+        Queried q(s.db, sql);
+        ASSERT_EQ(q.st, OUTBOX_OK) << sql << ": " << outbox_last_error();
+        EXPECT_EQ(outbox_rows_count(q.r), 0U) << sql;
+        EXPECT_EQ(outbox_rows_affected(q.r), -1) << sql;
+    }
+    Queried ins(s.db, "INSERT INTO sweep_q VALUES ($1), ($2)", {"a", nullptr});
+    ASSERT_EQ(ins.st, OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(outbox_rows_affected(ins.r), 2);
+    EXPECT_STREQ(outbox_rows_command(ins.r), "INSERT 0 2");
+    Queried empty(s.db, "  ");
+    EXPECT_STREQ(outbox_rows_command(empty.r), "");
+    // COPY is refused and ended: the connection goes on.
+    for (const char *copy : {"COPY (SELECT 1) TO STDOUT", "COPY sweep_q FROM STDIN"}) {
+        outbox_rows *r = nullptr;
+        EXPECT_STATUS(outbox_db_query(&r, s.db, copy, nullptr, 0), OUTBOX_ERR_DATABASE);
+        EXPECT_EQ(r, nullptr);
+        EXPECT_EQ(Queried(s.db, "SELECT 1").st, OUTBOX_OK) << copy << ": " << outbox_last_error();
+    }
+});
+// The caller's statement failing: DATABASE whatever the SQLSTATE, which outbox_last_sqlstate() gives.
+Register r_last_sqlstate({"outbox_last_sqlstate"}, [](Sweep &s) {
+    const std::vector<std::pair<std::string, const char *>> failing = {
+        {"SELECT 1/0", "22012"},      {"SELECT * FROM no_such_table_sweep", "42P01"},
+        {"SELEC 1", "42601"},         {"SELECT 'abc'::int", "22P02"},
+        {"SELECT $1::text", "22021"}, {kHuge, ""},
+        {"SELECT '\xff'", "22021"}};
+    const char *const param[] = {"\xff"};
+    for (const auto &[sql, state] : failing) {
+        outbox_rows *r = nullptr;
+        EXPECT_STATUS(outbox_db_query(&r, s.db, sql.c_str(), sql.find('$') != std::string::npos ? param : nullptr,
+                                      sql.find('$') != std::string::npos ? 1 : 0),
+                      OUTBOX_ERR_DATABASE);
+        EXPECT_EQ(r, nullptr);
+        if (*state != '\0') {
+            EXPECT_STREQ(outbox_last_sqlstate(), state) << sql.substr(0, 40) << ": " << outbox_last_error();
+        }
+    }
+    EXPECT_STATUS(outbox_db_exec(s.db, "SELECT 1/0"), OUTBOX_ERR_DATABASE); // the library's calls set it too
+    EXPECT_STREQ(outbox_last_sqlstate(), "22012");
+    EXPECT_STATUS(outbox_config_new(nullptr), OUTBOX_ERR_INVALID_ARGUMENT); // not the server's: none
+    EXPECT_STREQ(outbox_last_sqlstate(), "");
+    ASSERT_EQ(Queried(s.db, "CREATE TEMP TABLE sweep_u (v text UNIQUE)").st, OUTBOX_OK);
+    ASSERT_EQ(Queried(s.db, "INSERT INTO sweep_u VALUES ('k')").st, OUTBOX_OK);
+    outbox_rows *r = nullptr;
+    EXPECT_STATUS(outbox_db_query(&r, s.db, "INSERT INTO sweep_u VALUES ('k')", nullptr, 0), OUTBOX_ERR_DATABASE);
+    EXPECT_STREQ(outbox_last_sqlstate(), "23505"); // the caller's unique violation, no reused key
+    EXPECT_EQ(Queried(s.db, "SELECT 1").st, OUTBOX_OK);
+    EXPECT_STREQ(outbox_last_sqlstate(), ""); // a success clears it
+});
+// Connections in the wrong state: aborted, lost, never opened.
+Register r_db_query({"outbox_db_query"}, [](Sweep &s) {
+    outbox_rows *r = nullptr;
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_db_query(&r, a, "SELECT 1", nullptr, 0), OUTBOX_ERR_DATABASE);
+    EXPECT_STREQ(outbox_last_sqlstate(), "25P02");
+    outbox_db_close(a);
+    outbox_db *b = nullptr;
+    ASSERT_EQ(outbox_db_open(&b, pg_url().c_str(), s.cfg), OUTBOX_OK);
+    Queried pid(b, "SELECT pg_backend_pid()");
+    s.admin.query("SELECT pg_terminate_backend($1::int)", {pid.value(0, 0)});
+    EXPECT_STATUS(outbox_db_query(&r, b, "SELECT 1", nullptr, 0), OUTBOX_ERR_CONNECTION); // found lost here
+    EXPECT_STATUS(outbox_db_query(&r, b, "SELECT 1", nullptr, 0), OUTBOX_ERR_CONNECTION); // and known lost
+    EXPECT_EQ(r, nullptr);
+    outbox_db_close(b);
+    PGconn *dead = PQconnectdb("host=127.0.0.1 port=1 connect_timeout=1");
+    outbox_db *d = nullptr;
+    ASSERT_EQ(outbox_db_wrap(&d, dead, s.cfg), OUTBOX_OK);
+    EXPECT_STATUS(outbox_db_query(&r, d, "SELECT 1", nullptr, 0), OUTBOX_ERR_CONNECTION);
+    outbox_db_close(d);
+    PQfinish(dead);
+});
+Register r_libpq_version({"outbox_libpq_version"}, [](Sweep &) {
+    EXPECT_EQ(outbox_libpq_version(), PQlibVersion());
+    EXPECT_GE(outbox_libpq_version(), 100000);
+});
 Register r_db_tx_state({"outbox_db_tx_state"}, [](Sweep &s) {
     EXPECT_EQ(outbox_db_tx_state(nullptr), OUTBOX_TX_UNKNOWN);
     outbox_db *a = s.aborted_db();
