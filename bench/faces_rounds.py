@@ -8,7 +8,7 @@ Writes a Markdown report (and the raw figures as JSON).
 bench/faces_before_after.sh builds and installs what each tree needs, then runs this. Alone:
 
     python3 bench/faces_rounds.py --before TREE --after TREE [--rounds 3] [--events 3000]
-        [--writes 1000] [--k-rounds 3] [--only K,F] [--out FILE.md]
+        [--writes 1000] [--k-rounds 3] [--only K-py,K-node,F] [--out FILE.md]
 
 Each tree needs: build/release/bench/{relay_bench,write_c}, .run/venv-faces (the package built from
 that tree with psycopg[binary], asyncpg, pika) and .run/node-faces (its tarball and pg installed).
