@@ -169,6 +169,11 @@ std::vector<Option> runtime_options() {
                 max_receipt_span),
         int_opt("relay.window", "publisher-confirm window: unconfirmed messages in flight (default 512)",
                 &Config::relay_window, 1, 65535),
+        bool_opt("relay.overlap",
+                 "outbox_relay_step() publishes the next batch while the confirms of its own come in, and "
+                 "leaves it in flight for the next step or outbox_relay_settle() to record; outbox_relay_run() "
+                 "always does (default false)",
+                 &Config::relay_overlap),
         int_opt("relay.confirm_timeout_ms", "longest wait for the broker's confirms of a batch (default 15000)",
                 &Config::relay_confirm_timeout_ms, 1, 3600000),
         int_opt("relay.backoff_base_ms", "first retry delay; doubles per attempt, with jitter (default 1000)",

@@ -51,6 +51,7 @@ struct Config {
     int relay_confirm_timeout_ms = 15000;
     int relay_backoff_base_ms = 1000;
     int relay_nack_retry_ms = 250;
+    bool relay_overlap = false; // outbox_relay_step() carries the next batch (run() always does)
     int relay_backoff_max_ms = 300000;
     int relay_max_attempts = 10;
     bool relay_unroutable_is_failure = true;

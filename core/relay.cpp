@@ -58,8 +58,25 @@ void Relay::log(LogLevel level, const std::string &msg) const {
 }
 
 RelayStats Relay::step() {
+    return step_batch(cfg_.relay_overlap);
+}
+
+RelayStats Relay::settle() {
+    if (!round_) {
+        return RelayStats{};
+    }
+    return step_batch(false);
+}
+
+// Stages 1-5. The batch is the one the last step left in flight, if any (relay.overlap), else
+// read now. Only the batch's outcomes are recorded; with `overlap` the next batch can be in flight
+// when the step returns (round_), its positions held below the cursor.
+RelayStats Relay::step_batch(bool overlap) {
     RelayStats st;
     const auto t0 = Clock::now();
+    if (round_ && (!mq_ || !pg_)) {
+        abandon_next(); // its tags, or the progress it was read with, are gone
+    }
     ensure_amqp();
     ensure_pg();
     pg::Conn &db = *pg_;
@@ -67,41 +84,73 @@ RelayStats Relay::step() {
     std::vector<RelayItem> items;
     try {
         if (!ensure_active()) {
+            abandon_next();
             st.total_us = micros_since(t0);
             return st;
         }
         maintain_partitions(db);
-        items = read_batch(db, st);
+        if (!round_) {
+            items = read_batch(db, st);
+        }
     } catch (const Error &) {
         if (!db.ok()) {
             drop_pg();
         }
         throw;
     }
-    st.read = static_cast<int64_t>(items.size());
-    st.read_us = micros_since(t0);
-    if (items.empty()) {
+    if (!round_ && items.empty()) {
+        st.read_us = micros_since(t0);
         record(db, items, st); // the cursor may pass gaps that became final
         st.total_us = micros_since(t0);
         return st;
     }
+    if (round_) {
+        round_->promote(st);
+    } else {
+        round_ = std::make_unique<PublishRound>(std::move(items));
+        round_->st = &st;
+        chain(*round_, 0);
+    }
+    st.read = static_cast<int64_t>(round_->current_end);
+    st.read_us = micros_since(t0);
     try {
-        send_prefetch(db, items);
+        send_prefetch(db, round_->items);
     } catch (const Error &) {
         prefetch_.reset(); // the next step reads afresh (and finds a lost connection itself)
     }
     const auto t1 = Clock::now();
-    PublishRound round(items, build_chains(items), st);
-    const std::optional<std::string> amqp_error = publish(round);
+    const std::optional<std::string> amqp_error = publish(*round_, overlap);
     st.publish_us = micros_since(t1);
     collect_prefetch(db);
-    record(db, items, st);
+    std::vector<RelayItem> batch = finish_round();
+    record(db, batch, st);
     st.total_us = micros_since(t0);
     if (amqp_error) {
         fail(Errc::broker, "RabbitMQ connection lost during a batch (" + std::to_string(st.published) +
                                " confirmed events were recorded, the rest stay pending): " + *amqp_error);
     }
     return st;
+}
+
+// After publishing: the step's batch, taken out of the round to be recorded. The next batch stays
+// in flight with the round only when the batch ended cleanly (every link confirmed, failed or held
+// back; no nack, so the connection stays); otherwise it is given up.
+std::vector<RelayItem> Relay::finish_round() {
+    PublishRound &r = *round_;
+    if (!(r.current_done() && mq_ && r.st->nacked == 0)) {
+        abandon_next();
+    }
+    if (!round_) {
+        return {};
+    }
+    if (!round_->next_open()) {
+        std::vector<RelayItem> batch = std::move(round_->items);
+        round_.reset();
+        return batch;
+    }
+    std::vector<RelayItem> batch = round_->take_current();
+    round_->st = nullptr;
+    return batch;
 }
 
 void Relay::report(const RelayStats &st, Errc code, const std::string &error, int retry_in_ms) {
@@ -123,7 +172,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
     auto last_work = Clock::now();
     while (!stopping()) {
         try {
-            RelayStats st = step();
+            RelayStats st = step_batch(true);
             backoff = 100;
             if (on_step) {
                 on_step(st);
@@ -135,8 +184,12 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
                                         ", held back " + std::to_string(st.held_back) + " in " +
                                         std::to_string(st.total_us / 1000) + " ms");
             }
-            // A full batch means more is waiting; a blocked broker means wait for unblocked.
-            if (st.blocked || blocked_) {
+            // A full batch means more is waiting (and a batch in flight, round_, never waits); a
+            // blocked broker means wait for unblocked.
+            if (round_) {
+                poll_ms = busy_ms;
+                last_work = Clock::now();
+            } else if (st.blocked || blocked_) {
                 discard_prefetch(); // no read left on its way while blocked; idle_wait uses the connection
                 idle_wait(cfg_.relay_poll_interval_ms);
             } else if (st.read > 0 && st.read < cfg_.relay_batch_size) {
@@ -167,8 +220,15 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             backoff = std::min(backoff * 2, 30000);
         }
     }
-    // Every step recorded its outcomes before it returned. The connection goes, and with it the
-    // table's relay lock, so a relay standing by takes over at once.
+    // The batch left in flight is confirmed and recorded (nothing new is sent after a stop); then
+    // the connection goes, and with it the table's relay lock, so a relay standing by takes over at once.
+    if (round_) {
+        try {
+            settle();
+        } catch (const Error &e) {
+            log(LogLevel::warn, std::string("the last batch was not recorded (its events stay pending): ") + e.what());
+        }
+    }
     drop_pg();
     log(LogLevel::info, "relay stopped");
 }

@@ -102,6 +102,9 @@ class Relay {
     // first use. Throws Error(connection/broker/timeout/database) when a server fails; the
     // failed connection is dropped first, so the next step reconnects.
     RelayStats step();
+    // Publishes and records the batch a step left in flight (relay.overlap), publishing nothing new
+    // and reading nothing; zeroes when there is none. run() ends with it.
+    RelayStats settle();
 
     // Steps until stop(): wakes on NOTIFY (relay.listen) or after relay.poll_interval_ms,
     // reconnects with backoff on failures, services AMQP heartbeats while idle. Returns after a
@@ -143,8 +146,14 @@ class Relay {
     [[nodiscard]] StreamRead stream_read(int limit) const;
     void send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items);
     void collect_prefetch(pg::Conn &db) noexcept;
-    std::vector<int> build_chains(std::vector<RelayItem> &items);
-    std::optional<std::string> publish(PublishRound &round);
+    // One step; `overlap`: publish the next batch while this one is confirmed, and leave it in flight.
+    RelayStats step_batch(bool overlap);
+    void chain(PublishRound &round, size_t from);
+    bool can_open_next(const PublishRound &round) const;
+    void open_next(PublishRound &round) noexcept;
+    void abandon_next() noexcept;
+    std::vector<RelayItem> finish_round();
+    std::optional<std::string> publish(PublishRound &round, bool overlap);
     void send_ready(PublishRound &round, amqp::Connection &mq);
     void on_broker_event(PublishRound &round, const amqp::Event &ev);
     void record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st);
@@ -191,6 +200,9 @@ class Relay {
         bool sent = false;
     };
     std::optional<Prefetch> prefetch_;
+    // The publish round a step left in flight (relay.overlap): the next batch, already read and
+    // partly sent, recorded by the next step (or settle()).
+    std::unique_ptr<PublishRound> round_;
     std::chrono::steady_clock::time_point next_partition_check_{};
     int64_t partitions_end_ = 0; // where the events partitions end, as last seen (0: not known)
     retention::Indexer indexer_; // closed partitions' aggregate indexes, built in the background

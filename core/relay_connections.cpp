@@ -2,6 +2,8 @@
 // connection (confirm mode, the next node of the list after a loss), opened on demand and dropped on failure.
 #include "relay.hpp"
 
+#include "relay_internal.hpp"
+
 #include "connect.hpp"
 #include "error.hpp"
 
@@ -77,10 +79,12 @@ void Relay::drop_pg() noexcept {
         active_ = false; // the relay lock went with the connection
         prefetch_.reset();
     }
+    round_.reset(); // what it was read with is reloaded with the relay lock
     pg_up_.store(false, std::memory_order_relaxed);
 }
 
 void Relay::drop_amqp() noexcept {
+    abandon_next(); // its delivery tags went with the connection
     mq_.reset();
 }
 

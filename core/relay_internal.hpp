@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -20,26 +21,45 @@ inline int64_t micros_since(Clock::time_point t0) {
 }
 
 // Stage 4's state: chains published in parallel, the links of one chain one after another, up to
-// relay.window messages in flight, confirms read as they come.
+// relay.window messages in flight, confirms read as they come. It holds the step's batch (items
+// [0, current_end)) and, once the batch has nothing left to send, the next batch (the rest), whose
+// links go out while the batch's confirms come in. The step records its batch alone; the next
+// batch stays in flight with the round (Relay::round_) and is the next step's batch.
 struct Relay::PublishRound {
-    PublishRound(std::vector<RelayItem> &batch, std::vector<int> heads, RelayStats &stats)
-        : items(batch), ready(std::move(heads)), st(stats) {}
+    explicit PublishRound(std::vector<RelayItem> batch) : items(std::move(batch)), current_end(items.size()) {}
 
-    std::vector<RelayItem> &items;
+    std::vector<RelayItem> items;
+    size_t current_end; // items before it are the step's batch; after it, the next batch
+    RelayStats *st = nullptr;
     std::vector<int> ready; // items whose predecessor is confirmed, in the order they became so
-    RelayStats &st;
     size_t next_ready = 0;
     std::map<uint64_t, int> in_flight; // delivery tag -> item
     std::unordered_map<std::string, int> by_id;
+    int outstanding = 0; // of the step's batch: items ready and not yet sent, or in flight
+
+    [[nodiscard]] bool current(int idx) const { return static_cast<size_t>(idx) < current_end; }
+    [[nodiscard]] bool next_open() const { return current_end < items.size(); }
+    // Every item of the step's batch is confirmed, failed or held back.
+    [[nodiscard]] bool current_done() const { return outstanding == 0; }
+
+    void make_ready(int idx) {
+        ready.push_back(idx);
+        if (current(idx)) {
+            ++outstanding;
+        }
+    }
 
     // The broker's answer for one item: a confirmed, unreturned item is published and lets the next
     // link of its chain go; anything else is a failure.
     void resolve(int idx, bool acked, const char *why, bool unroutable_is_failure) {
         RelayItem &it = items[static_cast<size_t>(idx)];
+        if (current(idx)) {
+            --outstanding;
+        }
         if (acked && (!it.returned || !unroutable_is_failure)) {
             it.outcome = RelayOutcome::published;
             if (it.next >= 0) {
-                ready.push_back(it.next);
+                make_ready(it.next);
             }
             return;
         }
@@ -49,7 +69,7 @@ struct Relay::PublishRound {
         }
         if (!acked) {
             it.refused = true;
-            ++st.nacked;
+            ++st->nacked;
         }
     }
 
@@ -69,6 +89,38 @@ struct Relay::PublishRound {
             resolve(i->second, acked, why, unroutable_is_failure);
         }
         in_flight.erase(in_flight.begin(), end);
+    }
+
+    // Takes the step's batch out (to be recorded); the next batch becomes the round's whole content,
+    // its indexes shifted. Only once the batch is done: nothing of it is ready or in flight.
+    std::vector<RelayItem> take_current() {
+        const int k = static_cast<int>(current_end);
+        std::vector<RelayItem> done(std::make_move_iterator(items.begin()), std::make_move_iterator(items.begin() + k));
+        items.erase(items.begin(), items.begin() + k);
+        for (RelayItem &it : items) {
+            it.next = it.next >= k ? it.next - k : -1;
+        }
+        std::vector<int> left;
+        for (size_t i = next_ready; i < ready.size(); ++i) {
+            left.push_back(ready[i] - k);
+        }
+        ready = std::move(left);
+        next_ready = 0;
+        by_id.clear();
+        for (auto &[tag, idx] : in_flight) {
+            idx -= k;
+            by_id.emplace(items[static_cast<size_t>(idx)].row.outbox_id, idx);
+        }
+        current_end = 0; // the rest is the next step's batch, made current when that step begins
+        outstanding = 0;
+        return done;
+    }
+
+    // The next step begins: the carried batch becomes its batch.
+    void promote(RelayStats &stats) {
+        st = &stats;
+        current_end = items.size();
+        outstanding = static_cast<int>(in_flight.size() + (ready.size() - next_ready));
     }
 };
 

@@ -16,34 +16,118 @@
 
 namespace outbox {
 
-// Stage 3: per-aggregate chains in position order. Parked events come first (they are the older
+// Stage 3: per-aggregate chains in position order, for the round's items from `from` on (a step's
+// batch: from 0; the next batch: after the step's). Parked events come first (they are the older
 // ones of their aggregates); stream events of an aggregate with parked events are parked unsent.
-// A link whose predecessor is missing from the batch is held back. Returns the heads: the items
-// ready to send.
-std::vector<int> Relay::build_chains(std::vector<RelayItem> &items) {
-    std::vector<int> ready;
-    std::unordered_map<std::string, int> tail; // aggregate -> last item index in its chain
-    for (int i = 0; i < static_cast<int>(items.size()); ++i) {
-        RelayItem &item = items[static_cast<size_t>(i)];
+// A link goes after its aggregate's last earlier item in the round: behind it when that item is
+// still to be confirmed, at once when it is confirmed; a link that does not follow it (its seq is
+// not the next) or follows a failed or held one is held back. Ready links are queued.
+void Relay::chain(PublishRound &round, size_t from) {
+    std::unordered_map<std::string, int> tail; // aggregate -> its last item in the round so far
+    auto key_of = [](const RelayItem &item) {
+        std::string key = item.row.aggregate_type;
+        key.push_back('\0');
+        key += item.row.aggregate_id;
+        return key;
+    };
+    for (size_t i = 0; i < from; ++i) {
+        if (!round.items[i].park) {
+            tail[key_of(round.items[i])] = static_cast<int>(i);
+        }
+    }
+    for (size_t i = from; i < round.items.size(); ++i) {
+        RelayItem &item = round.items[i];
         if (item.park) {
             item.outcome = RelayOutcome::held_back;
             continue;
         }
-        std::string key = item.row.aggregate_type;
-        key.push_back('\0');
-        key += item.row.aggregate_id;
-        auto it = tail.find(key);
-        if (it == tail.end()) {
-            tail.emplace(std::move(key), i);
-            ready.push_back(i);
-        } else if (items[static_cast<size_t>(it->second)].row.seq + 1 == item.row.seq) {
-            items[static_cast<size_t>(it->second)].next = i;
-            it->second = i;
+        const int idx = static_cast<int>(i);
+        auto [it, first] = tail.try_emplace(key_of(item), idx);
+        if (first) {
+            round.make_ready(idx);
+            continue;
+        }
+        RelayItem &before = round.items[static_cast<size_t>(it->second)];
+        it->second = idx;
+        const bool follows = before.row.seq + 1 == item.row.seq;
+        if (follows && (before.outcome == RelayOutcome::pending || before.outcome == RelayOutcome::in_flight)) {
+            before.next = idx;
+        } else if (follows && before.outcome == RelayOutcome::published) {
+            round.make_ready(idx);
         } else {
             item.outcome = RelayOutcome::held_back;
         }
     }
-    return ready;
+}
+
+// Whether the next batch can go out now: the step's batch has nothing left to send, the read of
+// the next one was made ahead (send_prefetch: a backlog, no parked aggregates), and the broker
+// takes more.
+bool Relay::can_open_next(const PublishRound &round) const {
+    return !round.next_open() && prefetch_ && round.next_ready == round.ready.size() && !blocked_ && !stopping() &&
+           round.st->nacked == 0 && round.in_flight.size() < static_cast<size_t>(cfg_.relay_window);
+}
+
+// Adds the next batch to the round: the read made ahead, used only when it is the very read the
+// next step would make (nothing was recorded since it was sent). Its positions are held (the
+// cursor stays below them) until a step records them.
+void Relay::open_next(PublishRound &round) noexcept {
+    try {
+        collect_prefetch(*pg_);
+        if (!prefetch_ || !(prefetch_->read == stream_read(cfg_.relay_batch_size))) {
+            prefetch_.reset();
+            return;
+        }
+        std::vector<RelayItem> next;
+        read_stream(*pg_, next, cfg_.relay_batch_size);
+        const size_t from = round.items.size();
+        for (RelayItem &it : next) {
+            progress_.hold(it.position);
+            round.items.push_back(std::move(it));
+        }
+        chain(round, from);
+    } catch (const std::exception &) {
+        prefetch_.reset(); // the next step reads afresh
+    }
+}
+
+// Gives up the next batch (the broker's connection went, the step's batch did not end cleanly,
+// or there is no next step): its events are read again and published again (duplicates, never loss).
+void Relay::abandon_next() noexcept {
+    if (!round_) {
+        return;
+    }
+    PublishRound &r = *round_;
+    const int end = static_cast<int>(r.current_end);
+    for (size_t i = r.current_end; i < r.items.size(); ++i) {
+        if (!r.items[i].parked) {
+            progress_.release(r.items[i].position);
+            progress_.retry(r.items[i].position);
+        }
+    }
+    for (auto i = r.in_flight.begin(); i != r.in_flight.end();) {
+        i = i->second >= end ? r.in_flight.erase(i) : std::next(i);
+    }
+    for (auto i = r.by_id.begin(); i != r.by_id.end();) {
+        i = i->second >= end ? r.by_id.erase(i) : std::next(i);
+    }
+    std::vector<int> keep;
+    for (size_t i = r.next_ready; i < r.ready.size(); ++i) {
+        if (r.ready[i] < end) {
+            keep.push_back(r.ready[i]);
+        }
+    }
+    r.ready = std::move(keep);
+    r.next_ready = 0;
+    r.items.erase(r.items.begin() + end, r.items.end());
+    for (RelayItem &it : r.items) {
+        if (it.next >= end) {
+            it.next = -1;
+        }
+    }
+    if (r.items.empty()) {
+        round_.reset();
+    }
 }
 
 // Sends the ready links while the window has room and the broker does not block publishing.
@@ -73,11 +157,11 @@ void Relay::on_broker_event(PublishRound &round, const amqp::Event &ev) {
             it.returned = true;
             it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
                        " (no queue bound to exchange " + cfg_.exchange + ")";
-            ++round.st.unroutable;
+            ++round.st->unroutable;
         }
     } else if (std::holds_alternative<amqp::Blocked>(ev)) {
         blocked_ = true;
-        round.st.blocked = true;
+        round.st->blocked = true;
         log(LogLevel::warn, "RabbitMQ blocked publishing (resource alarm); waiting");
     } else if (std::holds_alternative<amqp::Unblocked>(ev)) {
         blocked_ = false;
@@ -85,18 +169,24 @@ void Relay::on_broker_event(PublishRound &round, const amqp::Event &ev) {
     }
 }
 
-// Stage 4: publish and collect confirms until every chain is done, publishing is blocked or stopped,
-// or relay.confirm_timeout_ms ran out. Returns the broker's error when the connection was lost
+// Stage 4: publish and collect confirms until every chain of the step's batch is done, publishing
+// is blocked or stopped, or relay.confirm_timeout_ms ran out. With `overlap`, once the batch has
+// nothing left to send, the next batch is added and sent while its confirms come in (and left in
+// flight when the batch is done). Returns the broker's error when the connection was lost
 // (confirms received so far are real; everything else stays PENDING), else nothing.
-std::optional<std::string> Relay::publish(PublishRound &round) {
+std::optional<std::string> Relay::publish(PublishRound &round, bool overlap) {
     amqp::Connection &mq = *mq_;
     const auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.relay_confirm_timeout_ms);
     try {
         while (true) {
             send_ready(round, mq);
+            if (overlap && can_open_next(round)) {
+                open_next(round);
+                send_ready(round, mq);
+            }
             const bool can_publish = !blocked_ && !stopping();
             const bool chains_left = round.next_ready < round.ready.size();
-            if (round.in_flight.empty() && (!chains_left || !can_publish)) {
+            if (round.current_done() || (round.in_flight.empty() && !can_publish)) {
                 break;
             }
             auto now = Clock::now();
@@ -119,24 +209,26 @@ std::optional<std::string> Relay::publish(PublishRound &round) {
         drop_amqp();
         return std::string(e.what());
     }
-    if (!round.in_flight.empty() && blocked_) {
-        round.st.unconfirmed = static_cast<int64_t>(round.in_flight.size());
+    // Stuck: the step's batch still has messages unconfirmed (the step ends without them).
+    const bool stuck = !round.current_done() && !round.in_flight.empty();
+    if (stuck && blocked_) {
+        round.st->unconfirmed = static_cast<int64_t>(round.in_flight.size());
         // A resource alarm: the broker stopped reading this connection. A new connection would be
         // blocked too, but only after letting a publish through, so this one is kept and the step
         // ends on time; the events stay PENDING (published again once unblocked: duplicates, never
         // loss), and late confirms of these tags match nothing in a later round.
         log(LogLevel::info, std::to_string(round.in_flight.size()) +
                                 " message(s) unconfirmed while RabbitMQ blocks publishing; keeping the connection");
-    } else if (!round.in_flight.empty()) {
-        round.st.unconfirmed = static_cast<int64_t>(round.in_flight.size());
+    } else if (stuck) {
+        round.st->unconfirmed = static_cast<int64_t>(round.in_flight.size());
         // Late confirms would refer to tags of a batch we no longer track: start afresh.
         log(LogLevel::warn, std::to_string(round.in_flight.size()) + " message(s) not confirmed within " +
                                 std::to_string(cfg_.relay_confirm_timeout_ms) + " ms; reconnecting to RabbitMQ");
         drop_amqp();
-    } else if (round.st.nacked > 0) {
+    } else if (round.st->nacked > 0) {
         // RabbitMQ 3.10 nacks every publish of a channel that first reached a quorum queue while its
         // leader was lost, for as long as the channel lives; a new channel reaches the new leader.
-        log(LogLevel::info, std::to_string(round.st.nacked) + " message(s) nacked; reopening the RabbitMQ connection");
+        log(LogLevel::info, std::to_string(round.st->nacked) + " message(s) nacked; reopening the RabbitMQ connection");
         drop_amqp();
     }
     return std::nullopt;

@@ -76,6 +76,9 @@ void Relay::record(pg::Conn &db, std::vector<RelayItem> &items, RelayStats &st) 
     std::set<std::pair<std::string, std::string>> failed_aggs;
     std::set<std::pair<std::string, std::string>> newly_parked;
     for (RelayItem &it : items) {
+        if (!it.parked) {
+            progress_.release(it.position); // a batch a previous step left in flight
+        }
         std::pair<std::string, std::string> agg{it.row.aggregate_type, it.row.aggregate_id};
         const bool failed = it.outcome == RelayOutcome::failed;
         // A nack is the broker's refusal (a quorum queue electing its leader, a full queue), not the

@@ -47,6 +47,7 @@ void Progress::load(int64_t cursor, const std::vector<std::pair<int64_t, int64_t
     frontier_ = cursor;
     gaps_.clear();
     retry_.clear();
+    held_.clear();
     done_.clear();
     for (const auto &[first, last] : done_ranges) {
         for (int64_t p = std::max(first, cursor + 1); p <= last; ++p) {
@@ -132,6 +133,9 @@ int64_t Progress::advance() {
     }
     if (!retry_.empty()) {
         lowest = std::min(lowest, *retry_.begin());
+    }
+    if (!held_.empty()) {
+        lowest = std::min(lowest, *held_.begin());
     }
     cursor_ = std::max(cursor_, lowest - 1);
     done_.erase(done_.begin(), done_.upper_bound(cursor_));

@@ -64,7 +64,11 @@ class Progress {
     // A read position whose event was neither published nor parked (not sent, not confirmed):
     // read again next step.
     void retry(int64_t position) { retry_.insert(position); }
-    // The cursor the done positions allow: everything below the lowest gap or retry.
+    // A read position whose outcome a later step records (the relay's next batch, published while
+    // the step's own batch is confirmed): the cursor stays below it until it is released.
+    void hold(int64_t position) { held_.insert(position); }
+    void release(int64_t position) { held_.erase(position); }
+    // The cursor the done positions allow: everything below the lowest gap, retry or held position.
     int64_t advance();
     // The transaction id of a record statement made after the read that noticed the newest gaps: those gaps
     // are final once a snapshot's xmin reaches it.
@@ -76,6 +80,7 @@ class Progress {
     int64_t frontier_ = 0;
     std::map<int64_t, uint64_t> gaps_; // position -> final once a snapshot's xmin reaches this id (0: not yet known)
     std::set<int64_t> retry_;
+    std::set<int64_t> held_;
     std::set<int64_t> done_; // above the cursor, done before a restart (pruned as the cursor passes)
 };
 

@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include <cstdlib>
+
 #include "util.hpp"
 
 namespace bench {
@@ -35,6 +37,10 @@ outbox_config *relay_config(const Run &run, int batch_size, int window, const st
         {"relay.listen", "false"},
         {"relay.notify_channel", run.channel},
         {"relay.name", "relay_bench"},
+        // Steps the way outbox_relay_run() does: the next batch goes out while a batch is confirmed.
+        // OUTBOX_BENCH_RELAY_OVERLAP=false measures steps that each wait for their last confirm.
+        {"relay.overlap",
+         std::getenv("OUTBOX_BENCH_RELAY_OVERLAP") != nullptr ? std::getenv("OUTBOX_BENCH_RELAY_OVERLAP") : "true"},
     });
 }
 

@@ -442,6 +442,12 @@ OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log
  * with backoff, and its cursor. It never changes an event.
  * After outbox_relay_stop() a step still reads and records but publishes nothing new, until
  * outbox_relay_reset().
+ * With "relay.overlap" true (default false), once the step's batch has nothing left to send, the
+ * step publishes the next batch (read ahead during a full batch) while the batch's confirms come
+ * in, records its own batch only, and returns with the next one in flight: the next step (or
+ * outbox_relay_settle()) records it. The broker's window then stays full from batch to batch;
+ * outbox_relay_run() always steps this way. A relay freed with a batch in flight leaves its
+ * events pending, published again by the next relay (duplicates, never loss).
  * @param[in,out] stats may be NULL; see outbox_relay_stats.
  * @return OUTBOX_OK, or OUTBOX_ERR_CONNECTION / OUTBOX_ERR_BROKER / OUTBOX_ERR_TIMEOUT /
  *         OUTBOX_ERR_DATABASE when a server failed (the next step reconnects; no unconfirmed
@@ -451,12 +457,14 @@ OUTBOX_API outbox_status outbox_relay_set_logger(outbox_relay *relay, outbox_log
  */
 OUTBOX_API outbox_status outbox_relay_step(outbox_relay *relay, outbox_relay_stats *stats);
 /**
- * Does nothing; kept so that programs written for storage version 1 still link and run.
- * @deprecated Since 0.1.0 (storage version 2): a no-op. Every outbox_relay_step() records its
- * outcomes before it returns and reads nothing ahead, so there is nothing left to wait for or to
- * release. Do not call it in new code; it stays exported so the ABI holds.
- * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). Always zeroes.
- * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size).
+ * Confirms and records the batch a step left in flight ("relay.overlap"), publishing nothing new
+ * and reading nothing; with none in flight it does nothing (always so without "relay.overlap").
+ * Call it before outbox_relay_free() after steps with "relay.overlap".
+ * @param[out] stats may be NULL; set its size first (outbox_relay_stats_init()). What it recorded
+ *         (zeroes when nothing was in flight).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (NULL relay, or stats without its size), or a
+ *         step's server errors (OUTBOX_ERR_CONNECTION, OUTBOX_ERR_BROKER, OUTBOX_ERR_TIMEOUT,
+ *         OUTBOX_ERR_DATABASE; the batch's events then stay pending).
  */
 OUTBOX_API outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats);
 /**

@@ -99,8 +99,7 @@ outbox_status outbox_relay_settle(outbox_relay *relay, outbox_relay_stats *stats
         outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT, "stats->size must be set (outbox_relay_stats_init)");
         return OUTBOX_ERR_INVALID_ARGUMENT;
     }
-    (void)relay; // deprecated: every step records its outcomes before it returns (outbox.h)
-    return guard([&] { copy_stats(stats, outbox::RelayStats{}); });
+    return guard([&] { copy_stats(stats, relay->relay.settle()); });
 }
 
 outbox_status outbox_relay_run(outbox_relay *relay) {

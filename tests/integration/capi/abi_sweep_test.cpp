@@ -751,7 +751,7 @@ Register
                       st.size = 0; // not initialised
                       EXPECT_STATUS(outbox_relay_step(r, &st), OUTBOX_ERR_INVALID_ARGUMENT);
                       EXPECT_STATUS(outbox_relay_settle(r, &st), OUTBOX_ERR_INVALID_ARGUMENT);
-                      EXPECT_STATUS(outbox_relay_settle(r, nullptr), OUTBOX_OK); // deprecated no-op
+                      EXPECT_STATUS(outbox_relay_settle(r, nullptr), OUTBOX_OK); // nothing in flight
                       // Stopped: a step reads and publishes nothing; run returns at once.
                       outbox_event *ev = s.make_event("relay-stopped");
                       ASSERT_EQ(outbox_write(s.db, ev), OUTBOX_OK);

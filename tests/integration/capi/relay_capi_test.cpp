@@ -210,10 +210,10 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
     outbox_relay_free(relay);
 }
 
-// Every step's outcomes are recorded when it returns, so the deprecated outbox_relay_settle (kept
-// for the ABI) is a no-op, twice too; and a second relay on the table stands by while the first
-// holds it, then takes over once it is freed.
-TEST_F(RelayCapiTest, DeprecatedSettleIsANoOpAndASecondRelayTakesOverWhenTheFirstIsFreed) {
+// Without relay.overlap every step's outcomes are recorded when it returns, so
+// outbox_relay_settle has nothing to do, twice too; and a second relay on the table stands by
+// while the first holds it, then takes over once it is freed.
+TEST_F(RelayCapiTest, SettleWithoutOverlapDoesNothingAndASecondRelayTakesOverWhenTheFirstIsFreed) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
     ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
     for (int a = 0; a < 200; ++a) {
@@ -374,5 +374,48 @@ TEST_F(RelayCapiTest, UnreachableServersAreConnectionErrorsWithoutPasswords) {
     EXPECT_EQ(outbox_relay_step(relay, nullptr), OUTBOX_ERR_CONNECTION) << outbox_last_error();
     msg = outbox_last_error();
     EXPECT_EQ(msg.find(secret), std::string::npos) << "password in the error: " << msg;
+    outbox_relay_free(relay);
+}
+
+// With relay.overlap a step returns with the next batch in flight (its stats count its own batch);
+// outbox_relay_settle confirms and records that batch and publishes nothing new.
+TEST_F(RelayCapiTest, WithOverlapSettleRecordsTheBatchAStepLeftInFlight) {
+    ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_config_set(cfg, "relay.overlap", "true"), OUTBOX_OK) << outbox_last_error();
+    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
+    for (int a = 0; a < 45; ++a) {
+        outbox_event *ev = make_event("overlap" + std::to_string(a));
+        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
+        outbox_event_free(ev);
+    }
+    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK) << outbox_last_error();
+    outbox_relay *relay = nullptr;
+    ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
+    outbox_relay_stats st;
+    outbox_relay_stats_init(&st);
+    ASSERT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(st.claimed, 10);
+    EXPECT_EQ(st.published, 10);
+    EXPECT_EQ(count("status = 'PUBLISHED'"), 10) << "a step records its own batch only";
+    outbox_relay_stats_init(&st);
+    ASSERT_EQ(outbox_relay_settle(relay, &st), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(st.claimed, 10) << "the batch left in flight";
+    EXPECT_EQ(st.published, 10);
+    EXPECT_EQ(count("status = 'PUBLISHED'"), 20);
+    outbox_relay_stats_init(&st);
+    ASSERT_EQ(outbox_relay_settle(relay, &st), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(st.claimed, 0) << "nothing was left in flight";
+    EXPECT_EQ(count("status = 'PUBLISHED'"), 20) << "settle publishes nothing new";
+    int64_t published = 20;
+    for (int i = 0; i < 10; ++i) {
+        outbox_relay_stats_init(&st);
+        ASSERT_EQ(outbox_relay_step(relay, &st), OUTBOX_OK) << outbox_last_error();
+        published += st.published;
+        if (st.claimed == 0) {
+            break;
+        }
+    }
+    EXPECT_EQ(published, 45);
+    EXPECT_EQ(count("status = 'PUBLISHED'"), 45);
     outbox_relay_free(relay);
 }

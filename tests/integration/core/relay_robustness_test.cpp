@@ -798,8 +798,9 @@ TEST_F(RelayRobustnessTest, KilledDaemonLosesNothingAndMarksOnlyConfirmedEvents)
     EXPECT_TRUE(a.missing.empty()) << "committed but never delivered:" << join_lines(a.missing);
     EXPECT_TRUE(a.order.empty()) << "per-aggregate order broken:" << join_lines(a.order);
     EXPECT_TRUE(a.headers.empty()) << join_lines(a.headers);
-    // A kill loses at most the marks of the one step in progress: at most a batch per kill.
-    EXPECT_LE(a.duplicates, static_cast<size_t>(kRounds * kBatch));
+    // A kill loses at most the marks of the step in progress and of the next batch, which the
+    // daemon publishes while the step's confirms come in (relay.overlap): two batches per kill.
+    EXPECT_LE(a.duplicates, static_cast<size_t>(kRounds * 2 * kBatch));
     std::printf("[ stats    ] %zu events, %d kills (after/published:%s), %zu messages, %zu duplicates\n",
                 committed.size(), kRounds, rounds_summary.c_str(), a.messages, a.duplicates);
 }
