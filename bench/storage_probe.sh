@@ -23,6 +23,10 @@
 #   part         the position-keyed row into a table range-partitioned on position (partitions
 #                of 1M positions and a default one), no counter
 #   part+ctr     the same with the counter upsert: storage version 2's write statement
+#   part+ctrC    part+ctr with the counter's key columns in the "C" collation
+#   part+lockn   part+lock on a number the client computed (no hashing in the server)
+#   part+lock    the position-keyed row into the partitioned table, after a transaction-scoped
+#                advisory lock on the aggregate (no counter row; issue 30's direction)
 # A new aggregate per transaction, as in bench W; event ids are time-ordered (like uuid v7).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -96,6 +100,8 @@ CREATE TABLE counters_v1 (aggregate_type text, aggregate_id text, last_seq bigin
 CREATE TABLE counters_row (LIKE counters_v1 INCLUDING ALL);
 CREATE TABLE counters_pos (LIKE counters_v1 INCLUDING ALL);
 CREATE TABLE counters_part (LIKE counters_v1 INCLUDING ALL);
+CREATE TABLE counters_partc (aggregate_type text COLLATE "C", aggregate_id text COLLATE "C", last_seq bigint NOT NULL,
+                             PRIMARY KEY (aggregate_type, aggregate_id));
 SQL
 
 payload="{\"p\":\"$(printf 'x%.0s' $(seq 1 240))\"}"
@@ -115,10 +121,13 @@ mode_sql() {
         pos) echo "INSERT INTO storage_probe.pos (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) VALUES (nextval('storage_probe.position_seq'), 'ORD', $agg, 1, $id, $vals) RETURNING seq;" ;;
         pos+ctr) echo "$(counter counters_pos) INSERT INTO storage_probe.pos_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.position_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
         part) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) VALUES (nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals) RETURNING seq;" ;;
+        part+ctrC) echo "$(counter counters_partc) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
+        part+lockn) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals FROM (SELECT pg_advisory_xact_lock(:client_id * 1000000000000 + :r)) AS l RETURNING seq;" ;;
+        part+lock) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals FROM (SELECT pg_advisory_xact_lock(hashtextextended('ORD' || chr(31) || $agg, 0))) AS l RETURNING seq;" ;;
         part+ctr) echo "$(counter counters_part) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
     esac
 }
-modes=(biz row v1 pos pos+ctr part part+ctr)
+modes=(${PROBE_MODES:-biz row v1 pos pos+ctr part part+ctr part+lock})
 for m in "${modes[@]}"; do
     {
         echo '\set r random(1, 1000000000000)'
