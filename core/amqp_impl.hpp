@@ -14,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +28,8 @@ constexpr amqp_channel_t kChannel = 1;
 // librabbitmq's own deadline (RPC reply, handshake) should report a timeout before the watchdog cuts
 // the socket, so the watchdog gets a little more than io_timeout_ms.
 constexpr int kWatchdogSlackMs = 500;
+// How often a send asks the kernel when the broker last sent anything (heartbeat_expired()).
+constexpr int kHeartbeatCheckMs = 100;
 
 inline std::string reply_text(uint16_t code, const amqp_bytes_t &text) {
     return std::to_string(code) + " " + str_of(text);
@@ -63,6 +66,7 @@ struct Connection::Impl {
     Options opts;
     std::string redacted;
     StatePtr state;
+    std::chrono::steady_clock::time_point next_heartbeat_check{}; // see heartbeat_expired()
     bool socket_ok = false; // login done and the socket not known to be broken or closed: a close is owed
     bool dead = false;      // any error: the object only waits for destruction
     std::string dead_reason;
@@ -211,11 +215,18 @@ struct Connection::Impl {
     }
 
     // True when the broker has sent nothing for two heartbeat intervals (the kernel keeps the time
-    // of the last data received on the socket, heartbeat frames included).
-    [[nodiscard]] bool heartbeat_expired() const {
+    // of the last data received on the socket, heartbeat frames included). Asked of the kernel at
+    // most every kHeartbeatCheckMs: a publish loop must not pay a system call per message, and the
+    // intervals are whole seconds.
+    [[nodiscard]] bool heartbeat_expired() {
         if (opts.heartbeat_s <= 0 || amqp_frames_enqueued(state.get()) != 0 || amqp_data_in_buffer(state.get()) != 0) {
             return false;
         }
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_heartbeat_check) {
+            return false;
+        }
+        next_heartbeat_check = now + std::chrono::milliseconds(kHeartbeatCheckMs);
         tcp_info ti{};
         socklen_t len = sizeof ti;
         if (getsockopt(amqp_get_sockfd(state.get()), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) {

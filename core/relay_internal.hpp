@@ -34,8 +34,7 @@ struct Relay::PublishRound {
     std::vector<int> ready; // items whose predecessor is confirmed, in the order they became so
     size_t next_ready = 0;
     std::map<uint64_t, int> in_flight; // delivery tag -> item
-    std::unordered_map<std::string, int> by_id;
-    int outstanding = 0; // of the step's batch: items ready and not yet sent, or in flight
+    int outstanding = 0;               // of the step's batch: items ready and not yet sent, or in flight
 
     [[nodiscard]] bool current(int idx) const { return static_cast<size_t>(idx) < current_end; }
     [[nodiscard]] bool next_open() const { return current_end < items.size(); }
@@ -73,6 +72,17 @@ struct Relay::PublishRound {
         }
     }
 
+    // The item in flight with this message id (a return comes before its message's ack), or -1.
+    // A scan of the window: returns are rare, and a map kept per message would cost every publish.
+    [[nodiscard]] int in_flight_with_id(const std::string &message_id) const {
+        for (const auto &[tag, idx] : in_flight) {
+            if (items[static_cast<size_t>(idx)].row.outbox_id == message_id) {
+                return idx;
+            }
+        }
+        return -1;
+    }
+
     // An ack or nack, single or `multiple` (every outstanding tag up to it).
     void confirm(uint64_t tag, bool multiple, bool acked, bool unroutable_is_failure) {
         const char *why = acked ? "" : "nacked by the broker";
@@ -106,10 +116,8 @@ struct Relay::PublishRound {
         }
         ready = std::move(left);
         next_ready = 0;
-        by_id.clear();
         for (auto &[tag, idx] : in_flight) {
             idx -= k;
-            by_id.emplace(items[static_cast<size_t>(idx)].row.outbox_id, idx);
         }
         current_end = 0; // the rest is the next step's batch, made current when that step begins
         outstanding = 0;

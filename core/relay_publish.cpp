@@ -108,9 +108,6 @@ void Relay::abandon_next() noexcept {
     for (auto i = r.in_flight.begin(); i != r.in_flight.end();) {
         i = i->second >= end ? r.in_flight.erase(i) : std::next(i);
     }
-    for (auto i = r.by_id.begin(); i != r.by_id.end();) {
-        i = i->second >= end ? r.by_id.erase(i) : std::next(i);
-    }
     std::vector<int> keep;
     for (size_t i = r.next_ready; i < r.ready.size(); ++i) {
         if (r.ready[i] < end) {
@@ -140,7 +137,6 @@ void Relay::send_ready(PublishRound &round, amqp::Connection &mq) {
         uint64_t tag = mq.publish(cfg_.exchange, routing_key(it.row), true, envelope_properties(it.row), body);
         it.outcome = RelayOutcome::in_flight;
         round.in_flight.emplace(tag, idx);
-        round.by_id.emplace(it.row.outbox_id, idx);
     }
 }
 
@@ -151,9 +147,9 @@ void Relay::on_broker_event(PublishRound &round, const amqp::Event &ev) {
     } else if (const auto *nack = std::get_if<amqp::Nack>(&ev)) {
         round.confirm(nack->tag, nack->multiple, false, cfg_.relay_unroutable_is_failure);
     } else if (const auto *ret = std::get_if<amqp::Returned>(&ev)) {
-        auto found = round.by_id.find(ret->props.message_id);
-        if (found != round.by_id.end()) {
-            RelayItem &it = round.items[static_cast<size_t>(found->second)];
+        const int found = round.in_flight_with_id(ret->props.message_id);
+        if (found >= 0) {
+            RelayItem &it = round.items[static_cast<size_t>(found)];
             it.returned = true;
             it.error = "unroutable: " + std::to_string(ret->reply_code) + " " + ret->reply_text +
                        " (no queue bound to exchange " + cfg_.exchange + ")";
