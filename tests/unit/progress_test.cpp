@@ -40,6 +40,29 @@ TEST(Progress, AGapFilledLateIsReadAndKeptUntilHandled) {
     EXPECT_EQ(p.advance(), 1) << "a retry found again holds the cursor";
 }
 
+TEST(Progress, HeldPositionsKeepTheCursorBelowThemUntilReleasedAndAreNotReadAgain) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 2, 3}, snap(10)); // the step's batch
+    p.observe({}, {}, {4, 5, 6}, snap(10)); // the next batch, in flight, recorded by the next step
+    for (int64_t h : {4, 5, 6}) {
+        p.hold(h);
+    }
+    EXPECT_EQ(p.advance(), 3) << "the batch recorded, the cursor stops below the next";
+    EXPECT_TRUE(p.recheck(10).empty()) << "held positions are not read again";
+    EXPECT_EQ(p.frontier(), 6);
+    p.release(4);
+    p.release(5);
+    p.retry(6); // not confirmed: read again
+    p.release(6);
+    EXPECT_EQ(p.advance(), 5);
+    p.load(5, {}, {});
+    p.hold(6);
+    p.load(5, {}, {});
+    p.observe({}, {}, {6}, snap(10));
+    EXPECT_EQ(p.advance(), 6) << "reloading the progress forgets what was held";
+}
+
 TEST(Progress, ARetryThatIsNoLongerThereWasDeletedAndNoLongerHoldsTheCursor) {
     Progress p;
     p.load(0, {}, {});
