@@ -11,9 +11,10 @@
 //   another type (or any other JS value) is refused with a TypeError, never dereferenced.
 //   Their finalizers call the C destroy function; the *_free/*_close functions do it early.
 // - Every call that can block on PostgreSQL or RabbitMQ returns a Promise and runs on a worker
-//   thread (Napi::AsyncWorker; relay_run on a thread of its own). A handle used by a pending
-//   operation is "busy": any other use of it throws (the C handles are not thread-safe), except
-//   relay_stop/consumer_stop, which the C API allows from any thread.
+//   thread (libuv's pool; a connection the library opened, on its own Lane; relay_run on a
+//   thread of its own). A handle used by a pending operation is "busy": any other use of it
+//   throws (the C handles are not thread-safe), except relay_stop/consumer_stop, which the C API
+//   allows from any thread.
 // - Errors: OutboxError (the class the JS layer registers with set_error_class) or Error, with
 //   `code` = outbox_status_name(status) (e.g. "INVALID_EVENT") and `status` = the number.
 #pragma once
@@ -21,12 +22,14 @@
 #include <napi.h>
 #include <outbox.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -155,6 +158,46 @@ struct LogSink {
     }
 };
 
+// ---------------------------------------------------------------- lanes
+
+class Worker;
+
+// A thread of its own for one connection's operations (one at a time: a handle is busy while
+// one is pending), for calls as short and as frequent as `await db.write(event)`, where going
+// through libuv's pool cost a good part of the write: an async work item, its resource object and
+// async hooks per call, and a pool thread woken through the pool's queue. Here a call is handed
+// to the thread under one mutex, and its result comes back through a thread-safe function that
+// keeps the event loop alive only while a call is pending.
+class Lane {
+  public:
+    explicit Lane(Napi::Env env);
+    Lane(const Lane &) = delete;
+    Lane &operator=(const Lane &) = delete;
+    ~Lane() { stop(); }
+    // Main thread: runs w->execute() on the lane's thread, then w->settle() and delete w on the
+    // main thread.
+    void post(Napi::Env env, Worker *w);
+    // Main thread: waits for the call in progress (if any), ends the thread. Idempotent.
+    void stop();
+
+  private:
+    Worker *take();
+    void loop();
+    static void call_js(napi_env env, napi_value, void *context, void *data);
+
+    napi_env env_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    Worker *pending_ = nullptr; // under m_
+    bool stopping_ = false;     // under m_
+    int in_flight_ = 0;         // posted and not yet settled (main thread only)
+    napi_threadsafe_function tsfn_ = nullptr;
+    std::shared_ptr<TsfnGate> gate_ = std::make_shared<TsfnGate>();
+    napi_async_context async_context_ = nullptr;
+    Napi::ObjectReference resource_;
+    std::thread thread_;
+};
+
 struct HandleBase {
     int busy = 0;                    // pending operations using the handle (main thread only)
     int readers = 0;                 // pending operations only reading it (a configuration being copied)
@@ -162,6 +205,7 @@ struct HandleBase {
     // Runs before the C object is destroyed while an operation on a thread of our own still uses
     // it (relay_run at environment teardown, when finalizers run regardless of references).
     std::function<void()> before_destroy;
+    std::unique_ptr<Lane> lane; // the thread of a Database's operations (lane_of), stopped before destroy
     HandleBase() = default;
     HandleBase(const HandleBase &) = delete;
     HandleBase &operator=(const HandleBase &) = delete;
@@ -215,6 +259,9 @@ template <typename T> struct Handle : HandleBase {
     // The C object first (no more log callbacks), then the log sink (HandleBase).
     ~Handle() override { release(); }
     void release() {
+        if (lane) {
+            lane->stop(); // waits for the call in progress
+        }
         if (before_destroy) {
             auto fn = std::move(before_destroy);
             before_destroy = nullptr;
@@ -403,13 +450,15 @@ struct DriverFailure {
 
 // ---------------------------------------------------------------- workers
 
-// Runs run() on a libuv worker thread and settles a Promise. Handles passed to hold() are
-// kept alive (no finalizer) and marked busy until the operation settles.
-class Worker : public Napi::AsyncWorker {
+// An operation whose C call runs on another thread and whose Promise settles on the main thread:
+// on a libuv worker thread (start()), or on a Database's own thread (start(Lane &)). Handles passed
+// to hold() are kept alive (no finalizer) and marked busy until the operation settles.
+class Worker {
   public:
-    Worker(Napi::Env env, const char *name)
-        : Napi::AsyncWorker(env, name), deferred_(Napi::Promise::Deferred::New(env)) {}
-    ~Worker() override { unhold(); }
+    Worker(Napi::Env env, const char *name) : name_(name), deferred_(Napi::Promise::Deferred::New(env)) {}
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
+    virtual ~Worker() { unhold(); }
 
     // read_only: the operation only reads the handle (a configuration the C call copies).
     void hold(const Napi::Value &value, HandleBase *h, bool read_only = false) {
@@ -418,28 +467,20 @@ class Worker : public Napi::AsyncWorker {
         held_.emplace_back(h, read_only);
     }
 
-    Napi::Promise start() {
-        Queue();
-        return deferred_.Promise();
-    }
+    // Queues the operation on libuv's thread pool; the worker deletes itself once settled.
+    Napi::Promise start();
+    // Queues it on `lane`, the thread of the handle it uses (see Lane).
+    Napi::Promise start(Napi::Env env, Lane &lane);
 
-  protected:
-    // On the worker thread: call the C function; return its status.
-    virtual outbox_status run() = 0;
-    // On the main thread, after success: the value the promise resolves with.
-    virtual Napi::Value result(Napi::Env env) { return env.Undefined(); }
-    // On the main thread, after a failure: adds details to the error.
-    virtual void annotate(Napi::Error &) {}
-
-  private:
-    void Execute() final {
+    // On the thread that runs it: calls the C function, keeps its status (and message).
+    void execute() {
         status_ = run();
         if (status_ != OUTBOX_OK) {
             message_ = outbox_last_error(); // same thread as the call
         }
     }
-    void OnOK() final {
-        Napi::Env env = Env();
+    // On the main thread, once execute() returned: settles the promise.
+    void settle(Napi::Env env) {
         Napi::HandleScope scope(env);
         unhold(); // before any continuation of the promise runs
         if (status_ != OUTBOX_OK) {
@@ -454,10 +495,22 @@ class Worker : public Napi::AsyncWorker {
             deferred_.Reject(e.Value());
         }
     }
-    void OnError(const Napi::Error &e) final {
+    // On the main thread, when the operation could not run.
+    void reject(const Napi::Error &e) {
         unhold();
         deferred_.Reject(e.Value());
     }
+    const char *name() const { return name_; }
+
+  protected:
+    // On the worker thread: call the C function; return its status.
+    virtual outbox_status run() = 0;
+    // On the main thread, after success: the value the promise resolves with.
+    virtual Napi::Value result(Napi::Env env) { return env.Undefined(); }
+    // On the main thread, after a failure: adds details to the error.
+    virtual void annotate(Napi::Error &) {}
+
+  private:
     void unhold() {
         for (auto &[h, read_only] : held_) {
             --(read_only ? h->readers : h->busy);
@@ -469,12 +522,17 @@ class Worker : public Napi::AsyncWorker {
         refs_.clear();
     }
 
+    const char *name_;
     Napi::Promise::Deferred deferred_;
     std::vector<Napi::Reference<Napi::Value>> refs_;
     std::vector<std::pair<HandleBase *, bool>> held_;
     outbox_status status_ = OUTBOX_OK;
     std::string message_;
 };
+
+// The lane of a connection the library owns (created at its first operation): the Database's
+// operations run there rather than on libuv's pool.
+Lane &lane_of(Napi::Env env, Handle<outbox_db> *h);
 
 // Installs a logger (or removes it with fn = null/undefined) on a relay or consumer handle.
 template <typename T, typename SetFn> void set_logger(const Napi::CallbackInfo &info, Handle<T> *h, SetFn set) {

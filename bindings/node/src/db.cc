@@ -60,7 +60,7 @@ Napi::Value exec_on(const Napi::CallbackInfo &info, std::string sql) {
     auto *h = unwrap<outbox_db>(info, 0);
     auto *w = new ExecWorker(info.Env(), h->ptr, std::move(sql));
     w->hold(info[0], h);
-    return w->start();
+    return w->start(info.Env(), lane_of(info.Env(), h));
 }
 
 Napi::Value DbExec(const Napi::CallbackInfo &info) {
@@ -108,7 +108,7 @@ Napi::Value Migrate(const Napi::CallbackInfo &info) {
     int64_t target = info[1].IsUndefined() ? 0 : int64_arg(info, 1, "target");
     auto *w = new MigrateWorker(info.Env(), h->ptr, static_cast<outbox_migrate_target>(target));
     w->hold(info[0], h);
-    return w->start();
+    return w->start(info.Env(), lane_of(info.Env(), h));
 }
 
 } // namespace

@@ -105,7 +105,7 @@ Napi::Value WriteFields(const Napi::CallbackInfo &info) {
     set_event(info.Env(), owned.ev, info[1]);
     auto *w = new WriteFieldsWorker(info.Env(), db->ptr, owned.release()); // the worker frees it
     w->hold(info[0], db);
-    return w->start();
+    return w->start(info.Env(), lane_of(info.Env(), db));
 }
 
 // write_many(db, [[field, value, ...], ...]) -> Promise<[{eventId, eventType, seq}, ...]>: outbox_write
@@ -172,7 +172,7 @@ Napi::Value WriteMany(const Napi::CallbackInfo &info) {
     }
     auto *w = new WriteManyWorker(env, db->ptr, std::move(evs));
     w->hold(info[0], db);
-    return w->start();
+    return w->start(env, lane_of(env, db));
 }
 
 // render_write(cfg | null, ev) -> outbox_statement; validation and naming only, no I/O.
