@@ -179,7 +179,7 @@ void Relay::run(const std::function<void(const RelayStats &)> &on_step) {
             }
             report(st, Errc::ok, {}, 0);
             if (st.read > 0 || st.published > 0 || st.failed > 0) {
-                log(LogLevel::info, "batch: read " + std::to_string(st.read) + ", published " +
+                log(LogLevel::debug, "batch: read " + std::to_string(st.read) + ", published " +
                                         std::to_string(st.published) + ", failed " + std::to_string(st.failed) +
                                         ", held back " + std::to_string(st.held_back) + " in " +
                                         std::to_string(st.total_us / 1000) + " ms");

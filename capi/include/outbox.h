@@ -426,7 +426,8 @@ OUTBOX_API outbox_status outbox_relay_new(outbox_relay **out, const outbox_confi
 /** Closes the relay's connections and frees it; must not run concurrently with its step/run. NULL is a no-op. */
 OUTBOX_API void outbox_relay_free(outbox_relay *relay);
 /**
- * Sets where the relay logs (connect, disconnect, batch summaries, failures with event ids).
+ * Sets where the relay logs: state changes (connected, active, standing by, stopped) at info, failures with
+ * event ids at warn, a summary of every step at debug.
  * NULL `fn` silences it (the default). `user_data` is passed back unchanged.
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (relay is NULL).
  */

@@ -922,7 +922,7 @@ TEST_F(RelayRobustnessTest, SigtermUnderLoadExitsCleanlyWithNothingHalfDone) {
         {
             // A small confirm window makes publishing the larger part of each step, so the stop
             // often lands while messages are in flight (the case "nothing half-done" is about).
-            Child child(cli_relay_args(200, "info", 1), log_path);
+            Child child(cli_relay_args(200, "debug", 1), log_path); // debug: the per-step lines
             // At least 300 ms in, and only once it is publishing: the stop must land under load.
             ASSERT_TRUE(eventually([&] { return child.age_ms() >= 300 && count_status("PUBLISHED") > before; }, 15s))
                 << "the daemon published nothing:\n"
