@@ -193,6 +193,7 @@ std::unique_ptr<Connection::Impl> Connection::open(Options options) {
         fail(Errc::no_memory, s.msg("cannot allocate a connection"));
     }
     s.connect_socket(s.make_socket(tls), url.host, url.port, tls);
+    s.plain_tcp = !tls;
     s.login(url.vhost, url.user, url.password);
     s.rpc("channel.open", [&] { return amqp_channel_open(s.conn(), kChannel); });
     return impl;
@@ -318,11 +319,26 @@ uint64_t Connection::publish(const std::string &exchange, const std::string &rou
         p._flags |= AMQP_BASIC_HEADERS_FLAG;
         p.headers = headers.get();
     }
-    s.send("publish to '" + exchange + "'", [&] {
-        return amqp_basic_publish(s.conn(), kChannel, bytes_of(exchange), bytes_of(routing_key), mandatory ? 1 : 0, 0,
-                                  &p, bytes_of(body));
-    });
+    const std::string what = "publish to '" + exchange + "'";
+    if (s.plain_tcp && s.heartbeat_expired()) { // as send() does: a silent broker fails the publish at once
+        s.lost(AMQP_STATUS_HEARTBEAT_TIMEOUT, what, false);
+    }
+    if (s.plain_tcp && s.encode_publish(exchange, routing_key, mandatory, p, body)) {
+        if (s.outgoing.size() >= kFlushBytes) {
+            s.flush(what);
+        }
+    } else {
+        s.send(what, [&] {
+            return amqp_basic_publish(s.conn(), kChannel, bytes_of(exchange), bytes_of(routing_key), mandatory ? 1 : 0,
+                                      0, &p, bytes_of(body));
+        });
+    }
     return s.confirm ? s.next_tag++ : 0;
+}
+
+void Connection::flush() {
+    Impl &s = live();
+    s.flush("publish");
 }
 
 void Connection::qos(uint16_t prefetch_count) {
@@ -356,6 +372,7 @@ void Connection::reject(uint64_t tag, bool requeue) {
 
 std::optional<Event> Connection::wait(int timeout_ms) {
     Impl &s = live();
+    s.flush("waiting for the broker");
     if (timeout_ms < 0) {
         fail(Errc::invalid_argument, s.msg("wait timeout must be >= 0"));
     }

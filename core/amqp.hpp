@@ -164,8 +164,12 @@ class Connection {
     void confirm_select();
     // Returns the delivery tag in confirm mode, 0 otherwise. The broker answers a bad exchange with a
     // channel.close that the next wait() (or RPC) reports as Error(broker).
+    // On a plain TCP connection the message may wait in the connection's buffer until flush(),
+    // wait() or any other call, which write it first.
     uint64_t publish(const std::string &exchange, const std::string &routing_key, bool mandatory,
                      const Properties &props, std::string_view body);
+    // Writes what publish() gathered (a no-op when nothing waits).
+    void flush();
 
     void qos(uint16_t prefetch_count);
     // Returns the consumer tag (the broker's when consumer_tag is empty).

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 
@@ -30,6 +31,8 @@ constexpr amqp_channel_t kChannel = 1;
 constexpr int kWatchdogSlackMs = 500;
 // How often a send asks the kernel when the broker last sent anything (heartbeat_expired()).
 constexpr int kHeartbeatCheckMs = 100;
+// Encoded publishes are written once this many bytes wait (and before any wait or other call).
+constexpr size_t kFlushBytes = 64 * 1024;
 
 inline std::string reply_text(uint16_t code, const amqp_bytes_t &text) {
     return std::to_string(code) + " " + str_of(text);
@@ -72,6 +75,11 @@ struct Connection::Impl {
     std::string dead_reason;
     bool is_blocked = false;
     bool confirm = false;
+    // Publishes on a plain TCP connection are encoded into `outgoing` (whole frames) and written together by
+    // flush(), one system call for many messages instead of librabbitmq's three per message; every
+    // other use of the connection flushes first, so the broker sees the frames in call order.
+    bool plain_tcp = false;
+    std::string outgoing;
     uint64_t next_tag = 1;
     std::optional<PendingContent> pending;
     Watchdog watchdog; // declared after `state`: stopped before the socket is closed
@@ -83,6 +91,12 @@ struct Connection::Impl {
     Impl &operator=(const Impl &) = delete;
 
     ~Impl() {
+        if (state && socket_ok && !outgoing.empty()) {
+            try {
+                flush("publish"); // what was published goes out before the close, as librabbitmq's did
+            } catch (...) {       // NOLINT(bugprone-empty-catch): a broken connection has nothing left to close
+            }
+        }
         if (state && socket_ok) {
             // Polite close so the broker logs a clean disconnect rather than an abrupt one; bounded by
             // the RPC timeout and the watchdog. Errors are irrelevant now.
@@ -202,6 +216,7 @@ struct Connection::Impl {
     // Runs one librabbitmq RPC helper under the watchdog and turns a bad reply into an Error.
     // The returned pointer lives in librabbitmq's pool until the next library call: copy at once.
     template <class F> auto rpc(const std::string &what, F &&call) {
+        flush(what);
         amqp_maybe_release_buffers(state.get()); // what the previous RPC returned is no longer needed
         watchdog.arm(amqp_get_sockfd(state.get()), static_cast<long long>(opts.io_timeout_ms) + kWatchdogSlackMs);
         auto *ok = call();
@@ -236,7 +251,15 @@ struct Connection::Impl {
     }
 
     // A plain send (publish, ack...) under the watchdog.
+    // Appends basic.publish, its content header and body frames to `outgoing`; false (nothing appended)
+    // when the properties do not fit a frame: the caller publishes through librabbitmq instead.
+    bool encode_publish(const std::string &exchange, const std::string &routing_key, bool mandatory,
+                        amqp_basic_properties_t &props, std::string_view body);
+    // Writes `outgoing` to the socket, waiting for room at most opts.io_timeout_ms.
+    void flush(const std::string &what);
+
     template <class F> void send(const std::string &what, F &&call) {
+        flush(what);
         // librabbitmq 0.11, asked to send once its heartbeat deadline has passed, waits for the
         // broker's next frame without a time limit (poll for input, timeout -1) before sending, so a
         // paused broker would be noticed only when the watchdog fires, io_timeout_ms later. Report

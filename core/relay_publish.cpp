@@ -138,6 +138,7 @@ void Relay::send_ready(PublishRound &round, amqp::Connection &mq) {
         it.outcome = RelayOutcome::in_flight;
         round.in_flight.emplace(tag, idx);
     }
+    mq.flush(); // the gathered frames go out together
 }
 
 // One event from the broker during publishing: a confirm, a return, or a (un)block notice.
