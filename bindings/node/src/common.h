@@ -23,7 +23,6 @@
 
 #include <napi.h>
 #include <outbox.h>
-#include <uv.h>
 
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +34,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+struct uv_poll_s; // libuv's uv_poll_t (uv.h: Node's libuv, included where it is used)
 
 namespace outbox_node {
 
@@ -229,8 +230,8 @@ class Poller {
     void close();
 
   private:
-    static void on_ready(uv_poll_t *poll, int status, int events);
-    uv_poll_t *poll_ = nullptr;
+    friend struct PollerAccess; // event.cc's libuv callback
+    ::uv_poll_s *poll_ = nullptr;
     int fd_ = -1;
     int events_ = 0; // what it is started for; 0: stopped
     void *op_ = nullptr;

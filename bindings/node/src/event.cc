@@ -1,6 +1,8 @@
 // outbox_event_*, outbox_write, outbox_render_write and outbox_statement_*.
 #include "common.h"
 
+#include <uv.h> // Node's libuv (Poller)
+
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -375,6 +377,22 @@ Napi::Value StatementJson(const Napi::CallbackInfo &info) {
 
 } // namespace
 
+struct PollerAccess {
+    static void on_ready(uv_poll_t *poll, int status, int) {
+        auto *self = static_cast<Poller *>(poll->data);
+        if (status < 0) {
+            self->events_ = 0; // libuv stopped the handle (POLLERR: the peer reset or closed the connection)
+        }
+        if (self->op_ == nullptr) {
+            self->stop(); // the socket stirred with no write waiting (the server's, while idle): not ours to read
+            return;
+        }
+        // An error from libuv (status < 0) is the socket's: outbox_write_poll reads it (and what the
+        // server said before) and fails the write, or says to wait again, which starts the handle again.
+        self->ready_(self->op_);
+    }
+};
+
 bool Poller::begin(napi_env env, int fd, void *op, Ready ready) {
     if (poll_ != nullptr && fd != fd_) {
         close(); // the connection was opened again: another socket
@@ -403,7 +421,7 @@ bool Poller::begin(napi_env env, int fd, void *op, Ready ready) {
 bool Poller::wait(bool writable) {
     const int events = UV_READABLE | (writable ? UV_WRITABLE : 0);
     // Started for the same events already (the last write's): nothing to tell the kernel.
-    if (events != events_ && uv_poll_start(poll_, events, on_ready) != 0) {
+    if (events != events_ && uv_poll_start(poll_, events, PollerAccess::on_ready) != 0) {
         return false;
     }
     events_ = events;
@@ -434,16 +452,6 @@ void Poller::close() {
         fd_ = -1;
         events_ = 0;
     }
-}
-
-void Poller::on_ready(uv_poll_t *poll, int, int) {
-    auto *self = static_cast<Poller *>(poll->data);
-    if (self->op_ == nullptr) {
-        self->stop(); // the socket stirred with no write waiting (the server's, while idle): not ours to read
-        return;
-    }
-    // An error from libuv (status < 0) is the socket's: outbox_write_poll finds it too.
-    self->ready_(self->op_);
 }
 
 void register_event(Napi::Env env, Napi::Object exports) {
