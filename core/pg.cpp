@@ -93,7 +93,8 @@ Conn Conn::wrap(PGconn *conn) {
     return Conn(conn, false);
 }
 
-Conn::Conn(Conn &&o) noexcept : c_(o.c_), owned_(o.owned_), prepared_(std::move(o.prepared_)) {
+Conn::Conn(Conn &&o) noexcept
+    : c_(o.c_), owned_(o.owned_), prepared_(std::move(o.prepared_)), async_(std::move(o.async_)) {
     o.c_ = nullptr;
 }
 
@@ -105,12 +106,16 @@ Conn &Conn::operator=(Conn &&o) noexcept {
         c_ = o.c_;
         owned_ = o.owned_;
         prepared_ = std::move(o.prepared_);
+        async_ = std::move(o.async_);
         o.c_ = nullptr;
     }
     return *this;
 }
 
 Conn::~Conn() {
+    if (!owned_) {
+        end_async(); // a lent connection goes back to its owner in the mode it came in
+    }
     if (owned_ && c_ != nullptr) {
         PQfinish(c_);
     }
@@ -149,6 +154,7 @@ void Conn::revive_if_lost() {
         return;
     }
     prepared_.clear(); // prepared statements died with the session
+    end_async();
     PQreset(c_);
     if (PQstatus(c_) != CONNECTION_OK) {
         std::string msg = PQerrorMessage(c_);
@@ -274,7 +280,7 @@ void Conn::refuse_copy(ExecStatusType st) {
 const std::string &Conn::prepare_once(const std::string &sql, int nparams) {
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
-        std::string name = "outbox_stmt_" + std::to_string(prepared_.size() + 1);
+        std::string name = next_statement_name();
         PGresult *r = PQprepare(c_, name.c_str(), sql.c_str(), nparams, nullptr);
         if (r == nullptr || PQresultStatus(r) != PGRES_COMMAND_OK) {
             Result holder(r);
@@ -284,6 +290,10 @@ const std::string &Conn::prepare_once(const std::string &sql, int nparams) {
         it = prepared_.emplace(sql, std::move(name)).first;
     }
     return it->second;
+}
+
+std::string Conn::next_statement_name() const {
+    return "outbox_stmt_" + std::to_string(prepared_.size() + 1);
 }
 
 Result Conn::begin_and_exec(const std::string &sql, const Params &params) {
@@ -375,17 +385,126 @@ void Conn::send_cached(const std::string &sql, const Params &params) {
 }
 
 Result Conn::collect() {
-    PGresult *first = PQgetResult(c_);
-    Result holder(first);
+    Result first(PQgetResult(c_));
     // The rest (none for one statement) up to the end of the query, so the connection is idle.
     while (PGresult *more = PQgetResult(c_)) {
         PQclear(more);
     }
-    ExecStatusType st = first != nullptr ? PQresultStatus(first) : PGRES_FATAL_ERROR;
+    return checked(std::move(first), "query failed");
+}
+
+Result Conn::checked(Result first, const char *context) const {
+    const ExecStatusType st = first.raw() != nullptr ? PQresultStatus(first.raw()) : PGRES_FATAL_ERROR;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        raise(first, "query failed");
+        raise(first.raw(), context);
     }
-    return holder;
+    return first;
+}
+
+Io Conn::send_async(const std::string &sql, const Params &params) {
+    check_usable();
+    const int n = static_cast<int>(params.size());
+    auto a = std::make_unique<Async>();
+    a->was_nonblocking = PQisnonblocking(c_) != 0;
+    if (!a->was_nonblocking && PQsetnonblocking(c_, 1) != 0) {
+        raise(nullptr, "sending a query failed");
+    }
+    async_ = std::move(a);
+    try {
+        if (!owned_) { // nothing is left prepared on a lent connection (exec_cached)
+            const std::vector<const char *> values = param_values(params);
+            if (PQsendQueryParams(c_, sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0) != 1) {
+                raise(nullptr, "sending a query failed");
+            }
+            return flush_async();
+        }
+        auto it = prepared_.find(sql);
+        if (it != prepared_.end()) {
+            return send_prepared_async(it->second, params);
+        }
+        // Prepared first (prepare_once's name, recorded once it succeeded), executed when that is done.
+        async_->preparing = true;
+        async_->sql = sql;
+        async_->name = next_statement_name();
+        async_->params = params;
+        if (PQsendPrepare(c_, async_->name.c_str(), sql.c_str(), n, nullptr) != 1) {
+            raise(nullptr, "prepare failed");
+        }
+        return flush_async();
+    } catch (...) {
+        end_async();
+        throw;
+    }
+}
+
+Io Conn::send_prepared_async(const std::string &name, const Params &params) {
+    const std::vector<const char *> values = param_values(params);
+    if (PQsendQueryPrepared(c_, name.c_str(), static_cast<int>(values.size()), values.data(), nullptr, nullptr, 0) !=
+        1) {
+        raise(nullptr, "sending a query failed");
+    }
+    return flush_async();
+}
+
+Io Conn::flush_async() {
+    const int r = PQflush(c_);
+    if (r < 0) {
+        raise(nullptr, "sending a query failed");
+    }
+    return r > 0 ? Io::write : Io::read;
+}
+
+Io Conn::poll_async(Result &out) {
+    if (!async_) {
+        fail(Errc::invalid_argument, "no statement is in progress on this connection");
+    }
+    try {
+        if (flush_async() == Io::write) {
+            return Io::write; // PQflush read what the server sent meanwhile
+        }
+        if (PQconsumeInput(c_) != 1) {
+            raise(nullptr, async_->preparing ? "prepare failed" : "query failed");
+        }
+        while (PQisBusy(c_) == 0) {
+            if (PGresult *r = PQgetResult(c_)) {
+                if (async_->first.raw() == nullptr) {
+                    async_->first = Result(r);
+                } else {
+                    PQclear(r); // the rest (none for one statement) up to the end of the query
+                }
+                continue;
+            }
+            // The query ended: the connection is idle.
+            if (!async_->preparing) {
+                Result first = std::move(async_->first);
+                end_async();
+                out = checked(std::move(first), "query failed");
+                return Io::none;
+            }
+            checked(std::move(async_->first), "prepare failed");
+            async_->first = Result();
+            async_->preparing = false;
+            const std::string &name = prepared_.emplace(std::move(async_->sql), std::move(async_->name)).first->second;
+            const Params params = std::move(async_->params);
+            if (send_prepared_async(name, params) == Io::write) {
+                return Io::write;
+            }
+        }
+        return Io::read;
+    } catch (...) {
+        end_async();
+        throw;
+    }
+}
+
+void Conn::end_async() noexcept {
+    if (!async_) {
+        return;
+    }
+    if (c_ != nullptr && !async_->was_nonblocking) {
+        PQsetnonblocking(c_, 0);
+    }
+    async_.reset();
 }
 
 Result Conn::exec_simple(const std::string &sql) {

@@ -48,6 +48,13 @@ class Result {
 // Text-format parameters; std::nullopt is SQL NULL.
 using Params = std::vector<std::optional<std::string>>;
 
+// What a statement sent without waiting (Conn::send_async) waits for on the connection's socket.
+enum class Io {
+    none,  // nothing: it is finished
+    read,  // the socket readable
+    write, // part of it is still unsent: the socket writable (or readable: libpq reads what it must)
+};
+
 class Conn {
   public:
     // Opens a connection the library owns. Adds connect_timeout/keepalives/application_name
@@ -82,6 +89,15 @@ class Conn {
     // result (throwing as exec_cached would). Nothing else may use the connection in between.
     void send_cached(const std::string &sql, const Params &params);
     Result collect();
+    // exec_cached() for a caller that waits in an event loop of its own: send_async() sends the
+    // statement without blocking and says what to wait for on socket(); poll_async(), once that
+    // happened, reads what arrived and returns Io::none with the statement's result in `out` when
+    // it is there, throwing as exec_cached() would (the connection is then idle again). On an owned
+    // connection the statement is prepared first when it is not yet (the first time: a round trip
+    // of its own, also without blocking). The connection is in libpq's non-blocking mode in
+    // between, and busy: nothing else may use it until poll_async() returned Io::none or threw.
+    Io send_async(const std::string &sql, const Params &params);
+    Io poll_async(Result &out);
     // BEGIN and then one statement (as exec_cached), sent together in one pipeline: one round
     // trip instead of two. The connection must be idle (Errc::transaction otherwise). On success
     // the transaction is open; on failure it has been rolled back.
@@ -120,12 +136,30 @@ class Conn {
     // outside it.
     void revive_if_lost();
     const std::string &prepare_once(const std::string &sql, int nparams);
+    // The name the next statement prepare_once() prepares gets.
+    [[nodiscard]] std::string next_statement_name() const;
+    // A statement's first result, once the query ended: returned when it succeeded, else raised.
+    Result checked(Result first, const char *context) const;
+    // send_async()'s: the execution of the prepared statement; what to wait for.
+    Io send_prepared_async(const std::string &name, const Params &params);
+    Io flush_async();
+    // Ends the statement in progress: back to blocking mode as it was.
+    void end_async() noexcept;
     // query()'s failures: see there.
     [[noreturn]] void raise_callers(PGresult *r) const;
     [[noreturn]] void refuse_copy(ExecStatusType st);
     PGconn *c_ = nullptr;
     bool owned_ = false;
     std::unordered_map<std::string, std::string> prepared_; // SQL text -> statement name
+    // The statement send_async() sent, until poll_async() has its result.
+    struct Async {
+        bool was_nonblocking = false; // the connection's mode before (a lent connection's is the caller's)
+        bool preparing = false;       // the statement is being prepared: executed next
+        std::string sql, name;        // while preparing: the statement, its name
+        Params params;                // while preparing: its parameters
+        Result first;                 // the query's first result, kept until it ends
+    };
+    std::unique_ptr<Async> async_;
 };
 
 // The options of a conninfo (URL or key=value) as libpq parses it: every keyword libpq knows, with

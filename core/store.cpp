@@ -129,7 +129,10 @@ Statement render_write(const Config &cfg, Event &ev, const std::string &style) {
     return st;
 }
 
-void write(pg::Conn &conn, const Config &cfg, Event &ev) {
+namespace {
+
+// What write() checks before sending anything; its statement.
+std::string write_start(pg::Conn &conn, const Config &cfg, Event &ev) {
     ev.prepare(cfg);
     conn.check_usable();
     const PGTransactionStatusType st = conn.tx_status();
@@ -139,16 +142,40 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
     if (st == PQTRANS_ACTIVE) {
         fail(Errc::invalid_argument, "the connection is busy with another query");
     }
-    const std::string sql = write_sql_dollar(cfg, ev.idempotency_key.has_value());
-    const bool savepoint = ev.idempotency_key.has_value() && st == PQTRANS_INTRANS;
+    return write_sql_dollar(cfg, ev.idempotency_key.has_value());
+}
+
+// The INSERT's result: the event's sequence number.
+void write_done(Event &ev, const pg::Result &r) {
+    ev.seq = r.get_int(0, 0);
+    ev.written = true;
+}
+
+Wait wait_for(pg::Io io) {
+    switch (io) {
+    case pg::Io::none:
+        return Wait::done;
+    case pg::Io::read:
+        return Wait::readable;
+    case pg::Io::write:
+        return Wait::writable;
+    }
+    return Wait::readable;
+}
+
+} // namespace
+
+void write(pg::Conn &conn, const Config &cfg, Event &ev) {
+    const std::string sql = write_start(conn, cfg, ev);
+    const bool savepoint = ev.idempotency_key.has_value() && conn.tx_status() == PQTRANS_INTRANS;
     if (savepoint) {
         conn.exec_simple("SAVEPOINT outbox_write");
     }
+    pg::Result r;
     try {
         // Prepared once per owned connection: parsing and planning this statement cost about as
         // much as running it.
-        pg::Result r = conn.exec_cached(sql, write_params(ev));
-        ev.seq = r.get_int(0, 0);
+        r = conn.exec_cached(sql, write_params(ev));
     } catch (const Error &e) {
         if (e.code() != Errc::duplicate || !ev.idempotency_key) {
             throw;
@@ -158,11 +185,11 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
         }
         std::string existing;
         if (conn.tx_status() != PQTRANS_INERROR) {
-            pg::Result r = conn.exec("SELECT outbox_id FROM " + ident::qualified(cfg.schema, cfg.table + "_keys") +
+            pg::Result k = conn.exec("SELECT outbox_id FROM " + ident::qualified(cfg.schema, cfg.table + "_keys") +
                                          " WHERE idempotency_key = $1",
                                      {*ev.idempotency_key});
-            if (r.rows() > 0) {
-                existing = " by event " + std::string(r.get(0, 0));
+            if (k.rows() > 0) {
+                existing = " by event " + std::string(k.get(0, 0));
             }
         }
         fail(Errc::duplicate, "idempotency_key is already used" + existing);
@@ -170,7 +197,24 @@ void write(pg::Conn &conn, const Config &cfg, Event &ev) {
     if (savepoint) {
         conn.exec_simple("RELEASE SAVEPOINT outbox_write");
     }
-    ev.written = true;
+    write_done(ev, r);
+}
+
+Wait write_send(pg::Conn &conn, const Config &cfg, Event &ev) {
+    if (ev.idempotency_key) {
+        return Wait::blocking;
+    }
+    const std::string sql = write_start(conn, cfg, ev);
+    return wait_for(conn.send_async(sql, write_params(ev)));
+}
+
+Wait write_poll(pg::Conn &conn, Event &ev) {
+    pg::Result r;
+    const pg::Io io = conn.poll_async(r);
+    if (io == pg::Io::none) {
+        write_done(ev, r);
+    }
+    return wait_for(io);
 }
 
 } // namespace outbox::store

@@ -42,4 +42,23 @@ Statement render_write(const Config &cfg, Event &ev, const std::string &style);
 // transaction usable. Throws Error(duplicate) for a used idempotency key.
 void write(pg::Conn &conn, const Config &cfg, Event &ev);
 
+// What a write begun with write_send() waits for (outbox_write_wait).
+enum class Wait {
+    done = 0,     // finished
+    readable = 1, // the connection's socket readable, then write_poll()
+    writable = 2, // part of the statement is unsent: the socket writable (or readable), then write_poll()
+    blocking = 3, // nothing done: this write takes more than one statement; use write()
+};
+
+// write() in two halves, for a caller that waits for the connection's socket in an event loop of
+// its own instead of blocking: write_send() does what write() does up to sending its statement,
+// without waiting; write_poll(), each time the socket is ready as asked, reads what arrived and
+// finishes as write() does (ev.seq set, the same errors and messages) once the result is there.
+// The same transaction semantics: the statement runs in the connection's current transaction, or
+// as its own when it is idle. An event with an idempotency key takes more than one statement (a
+// savepoint, a lookup after a duplicate): write_send() returns Wait::blocking and does nothing.
+// Nothing else may use the connection until write_poll() returned Wait::done or threw.
+Wait write_send(pg::Conn &conn, const Config &cfg, Event &ev);
+Wait write_poll(pg::Conn &conn, Event &ev);
+
 } // namespace outbox::store

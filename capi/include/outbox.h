@@ -332,6 +332,56 @@ OUTBOX_API int64_t outbox_event_seq(const outbox_event *ev);
  */
 OUTBOX_API outbox_status outbox_write(outbox_db *db, outbox_event *ev);
 
+/**
+ * The connection's socket, for an event loop that waits on it (outbox_write_send()).
+ * @return the file descriptor (a SOCKET on Windows), or -1 for NULL or a closed connection.
+ */
+OUTBOX_API int outbox_db_socket(const outbox_db *db);
+
+/** What a write begun with outbox_write_send() waits for on outbox_db_socket(). */
+typedef enum outbox_write_wait {
+    OUTBOX_WRITE_DONE = 0,     /**< nothing: the write is finished */
+    OUTBOX_WRITE_READABLE = 1, /**< the socket readable; then outbox_write_poll() */
+    OUTBOX_WRITE_WRITABLE = 2, /**< part of the statement is unsent: the socket writable (or readable); then poll */
+    OUTBOX_WRITE_BLOCKING = 3  /**< nothing was done: this write takes more than one statement; call outbox_write() */
+} outbox_write_wait;
+
+/**
+ * outbox_write() without blocking, for a caller that waits in an event loop of its own (libuv,
+ * epoll): this call validates the event and sends its statement without waiting for the server;
+ * the caller then waits on outbox_db_socket() as `*wait` says and calls outbox_write_poll() until
+ * it says OUTBOX_WRITE_DONE. The write is exactly outbox_write()'s: the same statement, in the
+ * connection's current transaction (or as its own when none is open), the same results and errors.
+ * A statement that cannot be sent at once (a large payload, a full socket buffer) is not waited
+ * for either: *wait is then OUTBOX_WRITE_WRITABLE. On a connection the library owns, the first
+ * write also prepares its statement, still without blocking (poll then waits once more).
+ * An event with an idempotency key takes more than one statement (a savepoint, a lookup after a
+ * duplicate): *wait is OUTBOX_WRITE_BLOCKING, nothing is done, and the caller uses outbox_write().
+ * Until outbox_write_poll() says OUTBOX_WRITE_DONE or fails, the connection is busy: any other call
+ * on `db` fails with OUTBOX_ERR_INVALID_ARGUMENT.
+ * @param[out] wait what to wait for: OUTBOX_WRITE_READABLE or OUTBOX_WRITE_WRITABLE once sent,
+ *             OUTBOX_WRITE_BLOCKING; OUTBOX_WRITE_DONE after a failure.
+ * @return OUTBOX_OK (sent, or OUTBOX_WRITE_BLOCKING); otherwise outbox_write()'s errors before or at
+ *         sending: OUTBOX_ERR_INVALID_EVENT, OUTBOX_ERR_TOO_LARGE (nothing sent);
+ *         OUTBOX_ERR_TRANSACTION (the caller's transaction is already aborted);
+ *         OUTBOX_ERR_CONNECTION; OUTBOX_ERR_INVALID_ARGUMENT (NULL, busy connection).
+ */
+OUTBOX_API outbox_status outbox_write_send(outbox_write_wait *wait, outbox_db *db, outbox_event *ev);
+/**
+ * Goes on with the write outbox_write_send() began, once its socket is ready as `*wait` said (a
+ * call too early only finds nothing new): reads what the server sent, and when the result is there
+ * finishes as outbox_write() does (outbox_event_seq() set) and sets *wait to OUTBOX_WRITE_DONE.
+ * After a failure the write is over and the connection usable again (unless lost), as after
+ * outbox_write()'s failure.
+ * @param[out] wait OUTBOX_WRITE_DONE when the write is finished (or failed), else what to wait for.
+ * @param ev the event given to outbox_write_send().
+ * @return OUTBOX_OK (finished or still waiting); otherwise outbox_write()'s errors from the server:
+ *         OUTBOX_ERR_SCHEMA (tables missing: migrate), OUTBOX_ERR_TRANSACTION, OUTBOX_ERR_CONNECTION,
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_TIMEOUT (statement timeout); OUTBOX_ERR_INVALID_ARGUMENT (NULL,
+ *         or no write in progress on `db`).
+ */
+OUTBOX_API outbox_status outbox_write_poll(outbox_write_wait *wait, outbox_db *db, outbox_event *ev);
+
 /** A rendered statement for drivers whose connection cannot be lent (node-postgres, PDO, asyncpg). */
 typedef struct outbox_statement outbox_statement;
 /**

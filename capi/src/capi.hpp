@@ -57,6 +57,10 @@ OUTBOX_SAME_VALUE(OUTBOX_SETTLED_DEAD_LETTERED, outbox::Settled::dead_lettered);
 OUTBOX_SAME_VALUE(OUTBOX_FIELD_TEXT, outbox::FieldKind::text);
 OUTBOX_SAME_VALUE(OUTBOX_FIELD_JSON, outbox::FieldKind::json);
 OUTBOX_SAME_VALUE(OUTBOX_FIELD_FLAG, outbox::FieldKind::flag);
+OUTBOX_SAME_VALUE(OUTBOX_WRITE_DONE, outbox::store::Wait::done);
+OUTBOX_SAME_VALUE(OUTBOX_WRITE_READABLE, outbox::store::Wait::readable);
+OUTBOX_SAME_VALUE(OUTBOX_WRITE_WRITABLE, outbox::store::Wait::writable);
+OUTBOX_SAME_VALUE(OUTBOX_WRITE_BLOCKING, outbox::store::Wait::blocking);
 #undef OUTBOX_SAME_VALUE
 
 struct outbox_config {

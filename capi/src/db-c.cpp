@@ -33,6 +33,10 @@ void outbox_db_close(outbox_db *db) { delete db; }
 
 void *outbox_db_pgconn(outbox_db *db) { return db != nullptr ? db->conn.raw() : nullptr; }
 
+int outbox_db_socket(const outbox_db *db) {
+    return db != nullptr && db->conn.raw() != nullptr ? db->conn.socket() : -1;
+}
+
 outbox_status outbox_db_exec(outbox_db *db, const char *sql) {
     OUTBOX_REQUIRE(db);
     OUTBOX_REQUIRE(sql);

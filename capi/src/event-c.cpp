@@ -52,6 +52,22 @@ outbox_status outbox_write(outbox_db *db, outbox_event *ev) {
     return guard([&] { outbox::store::write(db->conn, db->cfg, ev->ev); });
 }
 
+outbox_status outbox_write_send(outbox_write_wait *wait, outbox_db *db, outbox_event *ev) {
+    OUTBOX_REQUIRE(wait);
+    *wait = OUTBOX_WRITE_DONE;
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(ev);
+    return guard([&] { *wait = static_cast<outbox_write_wait>(outbox::store::write_send(db->conn, db->cfg, ev->ev)); });
+}
+
+outbox_status outbox_write_poll(outbox_write_wait *wait, outbox_db *db, outbox_event *ev) {
+    OUTBOX_REQUIRE(wait);
+    *wait = OUTBOX_WRITE_DONE;
+    OUTBOX_REQUIRE(db);
+    OUTBOX_REQUIRE(ev);
+    return guard([&] { *wait = static_cast<outbox_write_wait>(outbox::store::write_poll(db->conn, ev->ev)); });
+}
+
 outbox_status outbox_render_write(outbox_statement **out, const outbox_config *cfg, outbox_event *ev) {
     OUTBOX_REQUIRE(out);
     *out = nullptr;

@@ -2,8 +2,9 @@
 'use strict';
 // Per-write cost from Node, in µs/write: N events written in one transaction
 //   addon  — a connection the library owns (outbox.connect): BEGIN, N x await db.write(event), COMMIT;
-//            each write is outbox_write on a worker thread (event built from the JS object, then the
-//            INSERT round trip);
+//            each write is built from the JS object, sent from the event loop without blocking and
+//            finished when libuv sees the socket readable (outbox_write_send / outbox_write_poll: the
+//            INSERT round trip, no thread);
 //   addon writeMany — the same, all N with one await db.writeMany(events) (one worker-thread trip);
 //   pg     — node-postgres: BEGIN, N x await outbox.write(client, event) (outbox_render_write, then the
 //            rendered statement on the client, as a named prepared statement), COMMIT;
@@ -231,7 +232,7 @@ async function main() {
   console.log(`| path (${N} writes in one transaction; median of ${ROUNDS} rounds [min]) | µs/write${c ? ' | vs C' : ''} |`);
   console.log(`| --- | ---:${c ? ' | ---:' : ''} |`);
   if (c) console.log(`| C: outbox_write on an owned connection (bench/write_c.c) | ${fig('c')} [${min('c')}] | 1.00x |`);
-  console.log(`| addon: owned connection, await db.write(event) (outbox_write on a worker thread) | ${fig('addon')} [${min('addon')}]${vsC('addon')} |`);
+  console.log(`| addon: owned connection, await db.write(event) (outbox_write_send / outbox_write_poll on the event loop) | ${fig('addon')} [${min('addon')}]${vsC('addon')} |`);
   console.log(`| addon: owned connection, await db.writeMany(events) (one worker-thread trip for all N) | ${fig('addonMany')} [${min('addonMany')}]${vsC('addonMany')} |`);
   console.log(`| pg: await outbox.write(client, event) (rendered statement on node-postgres) | ${fig('pg')} [${min('pg')}]${vsC('pg')} |`);
   console.log(`| pg plain: the same row by node-postgres alone (same INSERT, values built in JS) | ${fig('pgPlain')} [${min('pgPlain')}]${vsC('pgPlain')} |`);

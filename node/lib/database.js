@@ -1,6 +1,8 @@
 'use strict';
-// Database: a PostgreSQL connection the library opened (outbox_db_open). Every call runs on a
-// worker thread and returns a Promise; calls on one Database run one at a time, in call order.
+// Database: a PostgreSQL connection the library opened (outbox_db_open). Every call returns a
+// Promise and runs on the Database's own thread, except write(), which the addon drives from the
+// event loop (the statement sent without blocking, the result read when the socket is readable);
+// calls on one Database run one at a time, in call order.
 const native = require('./native');
 const { Handle } = require('./handle');
 const { outboxError, typeError } = require('./errors');
@@ -45,7 +47,11 @@ class Database extends Handle {
     return this._op((h) => native.db_exec(h, sql));
   }
 
-  /** Writes an event in the connection's current transaction (outbox_write), in one native call. */
+  /**
+   * Writes an event in the connection's current transaction (outbox_write), in one native call,
+   * without a thread (outbox_write_send / outbox_write_poll from the event loop); an event with an
+   * idempotencyKey takes more than one statement and goes to the Database's thread.
+   */
   write(event) {
     return this._op((h) => native.write_fields(h, eventFields(event)));
   }

@@ -117,6 +117,19 @@ int64_t outbox_event_seq(const outbox_event *ev);
 
 outbox_status outbox_write(outbox_db *db, outbox_event *ev);
 
+int outbox_db_socket(const outbox_db *db);
+
+typedef enum outbox_write_wait {
+    OUTBOX_WRITE_DONE = 0,     
+    OUTBOX_WRITE_READABLE = 1, 
+    OUTBOX_WRITE_WRITABLE = 2, 
+    OUTBOX_WRITE_BLOCKING = 3  
+} outbox_write_wait;
+
+outbox_status outbox_write_send(outbox_write_wait *wait, outbox_db *db, outbox_event *ev);
+
+outbox_status outbox_write_poll(outbox_write_wait *wait, outbox_db *db, outbox_event *ev);
+
 typedef struct outbox_statement outbox_statement;
 
 outbox_status outbox_render_write(outbox_statement **out, const outbox_config *cfg, outbox_event *ev);

@@ -12,9 +12,11 @@
 //   Their finalizers call the C destroy function; the *_free/*_close functions do it early.
 // - Every call that can block on PostgreSQL or RabbitMQ returns a Promise and runs on a worker
 //   thread (libuv's pool; a connection the library opened, on its own Lane; relay_run on a
-//   thread of its own). A handle used by a pending operation is "busy": any other use of it
-//   throws (the C handles are not thread-safe), except relay_stop/consumer_stop, which the C API
-//   allows from any thread.
+//   thread of its own), except write_fields on an owned connection, which sends its statement
+//   from the main thread without blocking and reads the result when libuv sees the socket
+//   readable (outbox_write_send / outbox_write_poll; event.cc). A handle used by a pending operation is "busy": any
+//   other use of it throws (the C handles are not thread-safe), except relay_stop/consumer_stop, which the C API allows
+//   from any thread.
 // - Errors: OutboxError (the class the JS layer registers with set_error_class) or Error, with
 //   `code` = outbox_status_name(status) (e.g. "INVALID_EVENT") and `status` = the number.
 #pragma once
@@ -32,6 +34,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+struct uv_poll_s; // libuv's uv_poll_t (uv.h: Node's libuv, included where it is used)
 
 namespace outbox_node {
 
@@ -87,6 +91,10 @@ class StatementNames {
 struct AddonData {
     Napi::FunctionReference error_class; // new ErrorClass(message, code, status)
     StatementNames statement_names;      // pg_query's
+    // The scope polled writes (event.cc) settle in, made at the first: as the lane's, so a promise's
+    // continuations run right after. Kept for the environment's life.
+    napi_async_context write_context = nullptr;
+    Napi::ObjectReference write_resource;
 };
 
 inline Napi::Error status_error(Napi::Env env, outbox_status status, const std::string &message) {
@@ -198,6 +206,38 @@ class Lane {
     std::thread thread_;
 };
 
+// A Database's socket as libuv watches it for the writes event.cc drives from the main thread
+// (outbox_write_send / outbox_write_poll). Made at the first such write, it stays started between
+// writes, so a run of them costs no epoll_ctl each; it is stopped before another thread uses the
+// connection (Worker::hold), closed after a failed write (the socket may be gone) and with the
+// handle. Referenced (keeping the process alive) only while a write waits. Main thread only.
+class Poller {
+  public:
+    using Ready = void (*)(void *op);
+    Poller() = default;
+    Poller(const Poller &) = delete;
+    Poller &operator=(const Poller &) = delete;
+    ~Poller() { close(); }
+    // A write (op) begins on the connection whose socket is fd: false when libuv cannot watch it.
+    bool begin(napi_env env, int fd, void *op, Ready ready);
+    // Waits for the socket readable (and writable): ready(op) then. False when libuv refused.
+    bool wait(bool writable);
+    // The write is over (the socket is still watched, but no longer keeps the process alive).
+    void end();
+    // Not watched any more (another thread uses the connection next); begin() starts again.
+    void stop();
+    // The handle closed (freed once libuv is done with it); begin() makes a new one.
+    void close();
+
+  private:
+    friend struct PollerAccess; // event.cc's libuv callback
+    ::uv_poll_s *poll_ = nullptr;
+    int fd_ = -1;
+    int events_ = 0; // what it is started for; 0: stopped
+    void *op_ = nullptr;
+    Ready ready_ = nullptr;
+};
+
 struct HandleBase {
     int busy = 0;                    // pending operations using the handle (main thread only)
     int readers = 0;                 // pending operations only reading it (a configuration being copied)
@@ -205,7 +245,8 @@ struct HandleBase {
     // Runs before the C object is destroyed while an operation on a thread of our own still uses
     // it (relay_run at environment teardown, when finalizers run regardless of references).
     std::function<void()> before_destroy;
-    std::unique_ptr<Lane> lane; // the thread of a Database's operations (lane_of), stopped before destroy
+    std::unique_ptr<Lane> lane;     // the thread of a Database's operations (lane_of), stopped before destroy
+    std::unique_ptr<Poller> poller; // a Database's socket watched for its writes, closed before destroy
     HandleBase() = default;
     HandleBase(const HandleBase &) = delete;
     HandleBase &operator=(const HandleBase &) = delete;
@@ -262,6 +303,7 @@ template <typename T> struct Handle : HandleBase {
         if (lane) {
             lane->stop(); // waits for the call in progress
         }
+        poller.reset(); // before the connection (and its socket) goes
         if (before_destroy) {
             auto fn = std::move(before_destroy);
             before_destroy = nullptr;
@@ -462,6 +504,9 @@ class Worker {
 
     // read_only: the operation only reads the handle (a configuration the C call copies).
     void hold(const Napi::Value &value, HandleBase *h, bool read_only = false) {
+        if (h->poller) {
+            h->poller->stop(); // the connection is another thread's now
+        }
         refs_.emplace_back(Napi::Persistent(value));
         ++(read_only ? h->readers : h->busy);
         held_.emplace_back(h, read_only);

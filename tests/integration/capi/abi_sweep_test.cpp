@@ -594,6 +594,41 @@ Register r_write({"outbox_write"}, [](Sweep &s) {
     outbox_event_free(ev);
     EXPECT_EQ(s.count(), 0);
 });
+Register r_write_nonblocking({"outbox_db_socket", "outbox_write_send", "outbox_write_poll"}, [](Sweep &s) {
+    EXPECT_EQ(outbox_db_socket(nullptr), -1);
+    EXPECT_GE(outbox_db_socket(s.db), 0);
+    outbox_event *ev = s.make_event();
+    outbox_write_wait wait = OUTBOX_WRITE_READABLE;
+    EXPECT_STATUS(outbox_write_send(nullptr, s.db, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_send(&wait, nullptr, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(wait, OUTBOX_WRITE_DONE) << "*wait is set before the other arguments are checked";
+    EXPECT_STATUS(outbox_write_send(&wait, s.db, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_poll(nullptr, s.db, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_poll(&wait, nullptr, ev), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_poll(&wait, s.db, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+    EXPECT_STATUS(outbox_write_poll(&wait, s.db, ev), OUTBOX_ERR_INVALID_ARGUMENT); // nothing sent
+    EXPECT_EQ(wait, OUTBOX_WRITE_DONE);
+    outbox_db *a = s.aborted_db();
+    EXPECT_STATUS(outbox_write_send(&wait, a, ev), OUTBOX_ERR_TRANSACTION);
+    outbox_db_close(a);
+    outbox_db *b = s.broken_db();
+    EXPECT_STATUS(outbox_write_send(&wait, b, ev), OUTBOX_ERR_CONNECTION);
+    EXPECT_EQ(outbox_db_socket(b), -1) << "a lost connection has no socket";
+    outbox_db_close(b);
+    outbox_event *empty = nullptr;
+    ASSERT_EQ(outbox_event_new(&empty), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write_send(&wait, s.db, empty), OUTBOX_ERR_INVALID_EVENT);
+    EXPECT_EQ(wait, OUTBOX_WRITE_DONE);
+    outbox_event_free(empty);
+    outbox_event_free(ev);
+    ev = s.make_event();
+    ASSERT_EQ(outbox_event_set(ev, "idempotency_key", "k"), OUTBOX_OK);
+    EXPECT_STATUS(outbox_write_send(&wait, s.db, ev), OUTBOX_OK);
+    EXPECT_EQ(wait, OUTBOX_WRITE_BLOCKING);
+    EXPECT_EQ(outbox_event_id(ev), nullptr) << "nothing done";
+    outbox_event_free(ev);
+    EXPECT_EQ(s.count(), 0);
+});
 Register r_render({"outbox_render_write", "outbox_statement_free", "outbox_statement_sql",
                    "outbox_statement_param_count", "outbox_statement_param", "outbox_statement_json"},
                   [](Sweep &s) {
