@@ -158,7 +158,7 @@ std::unique_ptr<Daemon> start_counting_daemon(const Run &run, const std::string 
     d->name = name;
     std::vector<std::string> args = relay_daemon_args(run, name, extra);
     args.emplace_back("--log-level");
-    args.emplace_back("info");
+    args.emplace_back("debug"); // the per-step lines it counts are debug lines
     d->proc = spawn_proc(args, 2, "");
     d->reader = std::thread(count_batches, d.get());
     return d;
