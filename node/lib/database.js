@@ -1,8 +1,6 @@
 'use strict';
-// Database: a PostgreSQL connection the library opened (outbox_db_open). Every call returns a
-// Promise and runs on the Database's own thread, except write(), which the addon drives from the
-// event loop (the statement sent without blocking, the result read when the socket is readable);
-// calls on one Database run one at a time, in call order.
+// Database: a PostgreSQL connection the library opened (outbox_db_open). Calls return Promises and
+// run one at a time, in call order, on the Database's own thread; write() on the event loop.
 const native = require('./native');
 const { Handle } = require('./handle');
 const { outboxError, typeError } = require('./errors');
@@ -47,11 +45,7 @@ class Database extends Handle {
     return this._op((h) => native.db_exec(h, sql));
   }
 
-  /**
-   * Writes an event in the connection's current transaction (outbox_write), in one native call,
-   * without a thread (outbox_write_send / outbox_write_poll from the event loop); an event with an
-   * idempotencyKey takes more than one statement and goes to the Database's thread.
-   */
+  /** Writes an event in the current transaction (outbox_write_send/poll; keyed: outbox_write). */
   write(event) {
     return this._op((h) => native.write_fields(h, eventFields(event)));
   }
