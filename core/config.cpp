@@ -216,6 +216,25 @@ std::vector<Option> runtime_options() {
         int_opt("consumer.delivery_limit",
                 "deliveries of a failing message before it goes to the dead-letter queue (default 5)",
                 &Config::consumer_delivery_limit, 1, 1000000),
+        {"consumer.on_failure",
+         "park (default): a failing event is retried from PostgreSQL with backoff, then its aggregate parked for "
+         "an operator, never holding the queue; requeue: redelivered, dead-lettered at consumer.delivery_limit",
+         [](Config &c, const std::string &k, const std::string &v) {
+             if (v != "park" && v != "requeue") {
+                 fail(Errc::invalid_argument, k + ": expected park or requeue, got " + quote_input(v));
+             }
+             c.consumer_park = v == "park";
+         },
+         [](const Config &c) { return std::string(c.consumer_park ? "park" : "requeue"); }},
+        int_opt("consumer.max_attempts",
+                "attempts of a failing event before its aggregate is parked (default 5)",
+                &Config::consumer_max_attempts, 1, 1000000),
+        int_opt("consumer.retry_initial_ms", "the wait before retrying a failed event, doubling per attempt (default 1000)",
+                &Config::consumer_retry_initial_ms, 0, 86400000),
+        int_opt("consumer.retry_max_ms", "the longest wait between retries of a failed event (default 300000)",
+                &Config::consumer_retry_max_ms, 0, 86400000),
+        int_opt("consumer.retry_poll_ms", "how often a consumer looks for retries that are due (default 500)",
+                &Config::consumer_retry_poll_ms, 10, 3600000),
         amqp_name_opt("consumer.dead_letter_queue", "dead-letter queue (default <queue>.dead)",
                       &Config::consumer_dead_letter_queue, true),
         int_opt("consumer.max_body_bytes", "larger messages are dead-lettered unread (default 4194304)",

@@ -67,6 +67,11 @@ struct Config {
     std::string consumer_queue_type = "quorum";
     int consumer_prefetch = 32;
     int consumer_delivery_limit = 5;
+    bool consumer_park = true;              // consumer.on_failure: park (true) or requeue (the earlier way)
+    int consumer_max_attempts = 5;          // attempts of a failing event before its aggregate is parked
+    int64_t consumer_retry_initial_ms = 1000; // the wait after a first failure, doubling per attempt
+    int64_t consumer_retry_max_ms = 300000;   // at most this
+    int consumer_retry_poll_ms = 500;       // how often a loop looks for held aggregates whose retry is due
     std::string consumer_dead_letter_queue; // default: <queue>.dead
     size_t consumer_max_body_bytes = 4 * 1024 * 1024;
     // Partitioned subscribers (core/partitions.hpp): 0 = one queue, competing consumers.

@@ -392,6 +392,9 @@ Settlement Consumer::settle(const Delivery &d, Outcome outcome, const std::strin
                    d.aggregate_id + ") was already processed; acknowledged without running the handler");
         ack(d);
         return s;
+    case Outcome::held:
+        ack(d);
+        return s;
     case Outcome::handler_failed: {
         s.attempt = attempts(d);
         if (s.attempt >= cfg_.consumer_delivery_limit) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +25,13 @@ namespace outbox {
 namespace partitions {
 class Membership; // core/partitions.hpp
 } // namespace partitions
+
+// Thrown by a handler: this event can never succeed, so its aggregate is parked at once (with
+// consumer.on_failure=park) instead of being retried. Any other exception is a transient failure.
+class PermanentFailure : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
 
 // One delivered event: the raw message and its envelope fields.
 struct Delivery {
@@ -54,6 +62,7 @@ enum class Outcome {
     duplicate = 1,      // committed, the inbox said already processed (handler not run): ack
     handler_failed = 2, // the handler failed, rolled back: an attempt; requeue or dead-letter
     not_processed = 3,  // not the handler's failure (database lost, BEGIN/dedupe/COMMIT failed): requeue, uncounted
+    held = 4,           // committed to PostgreSQL among its aggregate's held events (core/held.hpp): ack
 };
 
 // What settle() did with the delivery.

@@ -104,6 +104,7 @@ LoopAction ConsumerLoop::action() {
     case St::dedupe:
     case St::commit:
     case St::rollback:
+    case St::sql:
         return face() ? LoopAction::exec : LoopAction::block;
     case St::handle:
         return LoopAction::handle;
@@ -135,11 +136,14 @@ void ConsumerLoop::block() {
         case St::settle:
             settle();
             return;
+        case St::sql:
+            sql_library();
+            return;
         default:
             fail(Errc::invalid_argument, "block() called when the loop's next action is not block");
         }
     } catch (const Error &e) {
-        if (e.code() == Errc::invalid_argument && st_ != St::next && st_ != St::settle) {
+        if (e.code() == Errc::invalid_argument && st_ != St::next && st_ != St::settle && st_ != St::sql) {
             throw;
         }
         infra_failure(e);
@@ -158,6 +162,9 @@ void ConsumerLoop::take_next() {
         own_.emplace(pg::Conn::open(cfg.pg_url, cfg.pg_connect_timeout_s, "outbox-consumer " + c_.name()));
         c_.log(LogLevel::info, "consumer " + c_.name() + " connected to PostgreSQL " + pg::redact_conninfo(cfg.pg_url));
     }
+    if (claim_due()) {
+        return; // a held aggregate's retry first
+    }
     int slice = opt_.slice_ms;
     if (opt_.idle_timeout_ms >= 0) {
         const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_message_).count();
@@ -174,6 +181,7 @@ void ConsumerLoop::take_next() {
     }
     last_message_ = Clock::now();
     cur_ = std::move(*d);
+    from_held_ = false;
     first_time_ = false;
     outcome_ = Outcome::handled;
     reason_.clear();
@@ -190,7 +198,7 @@ void ConsumerLoop::begin_library() {
     pg::Conn &conn = *lib_conn();
     const bool order = c_.config().inbox_order_check;
     try {
-        cur_->dedupe = inbox::begin_and_dedupe(conn, c_.config(), key_of(c_, *cur_), order);
+        cur_->dedupe = inbox::begin_and_dedupe(conn, c_.config(), key_of(c_, *cur_), order, c_.config().consumer_park);
     } catch (const Error &e) {
         if (conn.tx_status() != PQTRANS_IDLE) {
             conn.rollback_quietly();
@@ -199,8 +207,7 @@ void ConsumerLoop::begin_library() {
         finish(Outcome::not_processed, e.what(), e);
         return;
     }
-    first_time_ = cur_->dedupe.first_time;
-    go(first_time_ ? St::handle : St::commit);
+    after_dedupe();
 }
 
 // COMMIT of a handler's effect. The server refusing it (a deferred constraint, a serialization
@@ -231,7 +238,7 @@ void ConsumerLoop::rollback_library() {
     if (!conn.ok()) {
         lost_in_transaction();
     }
-    go(St::settle);
+    after_rollback();
 }
 
 // The connection went away under the delivery: not the handler's failure, no attempt counted.
@@ -265,12 +272,18 @@ void ConsumerLoop::finish(Outcome outcome, const std::string &reason, std::optio
 }
 
 void ConsumerLoop::settle() {
-    if (!c_.was_settled(*cur_)) { // a handler may have settled its message itself: its choice stands
+    // A held event's head came from PostgreSQL, not the broker: nothing to settle there. A handler
+    // may have settled its message itself: its choice stands.
+    if (!from_held_ && !c_.was_settled(*cur_)) {
         c_.settle(*cur_, outcome_, reason_.empty() ? std::string("handler failed") : reason_, nullptr);
     }
     if (outcome_ == Outcome::handled) {
         ++handled_;
     }
+    if (from_held_ && outcome_ != Outcome::not_processed) {
+        next_claim_ = Clock::now(); // the aggregate's next event (or another due one) at once
+    }
+    from_held_ = false;
     cur_.reset();
     if (after_) {
         Error e = *after_;
@@ -288,7 +301,8 @@ void ConsumerLoop::settle() {
 void ConsumerLoop::exec_done(const std::vector<std::optional<std::string>> &row) {
     switch (st_) {
     case St::begin: {
-        auto st = inbox::render(c_.config(), key_of(c_, *cur_), c_.config().inbox_order_check);
+        auto st = inbox::render(c_.config(), key_of(c_, *cur_), c_.config().inbox_order_check,
+                                c_.config().consumer_park);
         stmt_ =
             store::with_placeholders(store::Statement{std::move(st.sql), std::move(st.params), {}}, opt_.placeholders);
         kind_ = SqlKind::dedupe;
@@ -301,21 +315,20 @@ void ConsumerLoop::exec_done(const std::vector<std::optional<std::string>> &row)
             return;
         }
         const char *previous = row.size() > 1 && row[1] ? row[1]->c_str() : nullptr;
+        const char *held = row.size() > 3 && row[3] ? row[3]->c_str() : nullptr;
         cur_->dedupe =
-            inbox::interpret_text(key_of(c_, *cur_), row[0]->c_str(), previous, c_.config().inbox_order_check);
-        first_time_ = cur_->dedupe.first_time;
-        if (first_time_) {
-            go(St::handle);
-        } else {
-            exec(SqlKind::commit, sql_text(SqlKind::commit));
-        }
+            inbox::interpret_text(key_of(c_, *cur_), row[0]->c_str(), previous, c_.config().inbox_order_check, held);
+        after_dedupe();
         return;
     }
     case St::commit:
         finish(first_time_ ? Outcome::handled : Outcome::duplicate, "", std::nullopt);
         return;
     case St::rollback:
-        go(St::settle);
+        after_rollback();
+        return;
+    case St::sql:
+        sql_done(row);
         return;
     default:
         fail(Errc::invalid_argument, "exec_done() called when the loop's next action is not exec");
@@ -351,6 +364,9 @@ void ConsumerLoop::exec_failed(const std::string &sqlstate, const std::string &m
         lost_in_transaction();
         go(St::settle);
         return;
+    case St::sql:
+        sql_failed(err);
+        return;
     default:
         fail(Errc::invalid_argument, "exec_failed() called when the loop's next action is not exec");
     }
@@ -359,6 +375,11 @@ void ConsumerLoop::exec_failed(const std::string &sqlstate, const std::string &m
 void ConsumerLoop::handler_done(HandlerResult result, const std::string &reason) {
     if (st_ != St::handle) {
         fail(Errc::invalid_argument, "handler_done() called when the loop's next action is not handle");
+    }
+    failure_ = result == HandlerResult::permanent ? held::Failure::permanent : held::Failure::transient;
+    if (result == HandlerResult::ok && from_held_) {
+        sql(Ph::release, SqlKind::statement, held::release(c_.config(), c_.name(), held_agg_, cur_->event_id));
+        return;
     }
     if (result == HandlerResult::ok) {
         if (face()) {
@@ -401,6 +422,7 @@ void ConsumerLoop::abort(const std::string &reason) {
     case St::dedupe:
     case St::handle:
     case St::commit:
+    case St::sql:
         rollback_then(Outcome::not_processed, reason, std::nullopt);
         return;
     case St::rollback:
@@ -462,6 +484,9 @@ void run_blocking(ConsumerLoop &loop, Consumer &consumer, const Consumer::Handle
         case LoopAction::handle:
             try {
                 handler(*loop.connection(), loop.delivery());
+            } catch (const PermanentFailure &e) {
+                loop.handler_done(HandlerResult::permanent, e.what());
+                break;
             } catch (const std::exception &e) {
                 loop.handler_done(HandlerResult::failed, e.what());
                 break;

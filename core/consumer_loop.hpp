@@ -8,6 +8,7 @@
 #pragma once
 
 #include "consumer.hpp"
+#include "held.hpp"
 #include "pg.hpp"
 #include "store.hpp"
 
@@ -30,7 +31,8 @@ enum class LoopAction {
 };
 
 // Which statement exec hands out, for faces whose driver has its own call for some (commit()).
-enum class SqlKind { none = 0, begin = 1, dedupe = 2, commit = 3, rollback = 4 };
+// statement: another of the loop's (core/held.hpp), its first row reported like the dedupe's.
+enum class SqlKind { none = 0, begin = 1, dedupe = 2, commit = 3, rollback = 4, statement = 5 };
 // The text of a transaction statement (begin, commit, rollback); nullptr for the others.
 const char *sql_text(SqlKind kind);
 
@@ -49,8 +51,10 @@ struct LoopOptions {
     int slice_ms = 200;       // longest blocking wait for a message, so stop and signals are prompt
 };
 
-// How a handler ended, as the driver reports it.
-enum class HandlerResult { ok = 0, failed = 1 };
+// How a handler ended, as the driver reports it: failed is a transient failure (retried), permanent
+// one that can never succeed (its aggregate is parked at once). consumer.on_failure=requeue treats
+// both alike.
+enum class HandlerResult { ok = 0, failed = 1, permanent = 2 };
 
 class ConsumerLoop {
   public:
@@ -97,7 +101,10 @@ class ConsumerLoop {
     static Error classify(const std::string &sqlstate, const std::string &message, bool closed);
 
   private:
-    enum class St { next, begin, dedupe, handle, commit, rollback, settle, wait, open, done };
+    enum class St { next, begin, dedupe, handle, commit, rollback, settle, wait, open, done, sql };
+    // The steps of the parking flows (core/held.hpp), each a statement run in St::sql.
+    enum class Ph { none, park, park_commit, hold_begin, hold, hold_commit, claim_begin, claim, claim_end,
+                    held_dedupe, release, release_commit, fail_begin, failed, failed_commit };
 
     [[nodiscard]] bool face() const { return conn_ == LoopConn::face_lent || conn_ == LoopConn::face_owned; }
     pg::Conn *lib_conn();
@@ -113,6 +120,17 @@ class ConsumerLoop {
     void infra_failure(const Error &e);
     void end(std::optional<Error> e);
     void exec(SqlKind kind, std::string sql);
+    // The parking flows (consumer_held.cpp).
+    void sql(Ph ph, SqlKind kind, store::Statement st);
+    void sql_library();
+    void sql_done(const std::vector<std::optional<std::string>> &row);
+    void sql_failed(const Error &err);
+    void after_dedupe();
+    void after_rollback();
+    bool claim_due();
+    void claimed(const std::vector<std::optional<std::string>> &row);
+    void hold_failure();
+    void log_held(const char *state, bool head);
 
     Consumer &c_;
     LoopConn conn_;
@@ -124,6 +142,13 @@ class ConsumerLoop {
     store::Statement stmt_;
     SqlKind kind_ = SqlKind::none;
     bool first_time_ = false;
+    Ph ph_ = Ph::none;
+    bool from_held_ = false; // the delivery in hand is a held aggregate's head (a retry or redrive)
+    held::Failure failure_ = held::Failure::transient;
+    held::Aggregate held_agg_;
+    std::string held_state_;
+    int64_t held_attempts_ = 0;
+    std::chrono::steady_clock::time_point next_claim_;
     Outcome outcome_ = Outcome::handled;
     std::string reason_;
     std::optional<Error> after_; // what to do once the delivery in hand is settled

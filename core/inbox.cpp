@@ -58,7 +58,7 @@ bool tracks_order(const Key &key, bool check_order) {
 }
 } // namespace
 
-Statement render(const Config &cfg, const Key &key, bool check_order) {
+Statement render(const Config &cfg, const Key &key, bool check_order, bool check_held) {
     validate(key);
     const std::string inbox = cfg.inbox_qualified();
     const std::string v1 = ident::qualified(cfg.schema, cfg.inbox_table + "_v1");
@@ -68,14 +68,21 @@ Statement render(const Config &cfg, const Key &key, bool check_order) {
     // Rows recorded before the upgrade to the partitioned inbox stay in the version-1 table.
     std::string sql = "WITH v AS (SELECT CAST($1 AS text) AS consumer, CAST(CAST($2 AS text) AS uuid) AS outbox_id,"
                       " CAST($3 AS text) AS aggregate_type, CAST($4 AS text) AS aggregate_id,"
-                      " CAST(CAST($5 AS text) AS bigint) AS seq, CAST(CAST($6 AS text) AS bigint) AS id_ms),"
-                      " ins AS (INSERT INTO " +
+                      " CAST(CAST($5 AS text) AS bigint) AS seq, CAST(CAST($6 AS text) AS bigint) AS id_ms),";
+    if (check_held) {
+        // An event without an aggregate is held under ("", its id), as core/held.cpp holds it.
+        sql += " held AS (SELECT 1 FROM " + ident::qualified(cfg.schema, cfg.inbox_table + "_held") +
+               " h, v WHERE h.consumer = v.consumer AND h.aggregate_type = COALESCE(v.aggregate_type, '')"
+               " AND h.aggregate_id = CASE WHEN v.aggregate_type IS NULL OR v.aggregate_id IS NULL"
+               " THEN CAST(v.outbox_id AS text) ELSE v.aggregate_id END FOR SHARE OF h),";
+    }
+    sql += " ins AS (INSERT INTO " +
                       inbox +
                       " (consumer, outbox_id, aggregate_type, aggregate_id, seq, id_ms)"
                       " SELECT consumer, outbox_id, aggregate_type, aggregate_id, seq, id_ms FROM v"
                       " WHERE NOT EXISTS (SELECT 1 FROM " +
-                      v1 +
-                      " o WHERE o.consumer = v.consumer AND o.outbox_id = v.outbox_id)"
+                      v1 + " o WHERE o.consumer = v.consumer AND o.outbox_id = v.outbox_id)" +
+                      (check_held ? " AND NOT EXISTS (SELECT 1 FROM held)" : "") +
                       " ON CONFLICT (consumer, outbox_id, id_ms) DO NOTHING RETURNING 1)";
     if (track) {
         // The position row is read before this statement's own upsert (CTEs share one snapshot)
@@ -92,6 +99,9 @@ Statement render(const Config &cfg, const Key &key, bool check_order) {
                " SELECT EXISTS (SELECT 1 FROM ins), (SELECT last_seq FROM pos), (SELECT count(*) FROM up)";
     } else {
         sql += " SELECT EXISTS (SELECT 1 FROM ins), CAST(NULL AS bigint), 0";
+    }
+    if (check_held) {
+        sql += ", EXISTS (SELECT 1 FROM held)";
     }
     pg::Params params{key.consumer,
                       key.event_id,
@@ -122,7 +132,8 @@ bool truthy(const char *text) {
 
 } // namespace
 
-Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order) {
+Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order,
+                      const char *held) {
     std::optional<int64_t> previous;
     if (previous_seq != nullptr) {
         char *end = nullptr;
@@ -134,7 +145,9 @@ Result interpret_text(const Key &key, const char *first_time, const char *previo
         }
         previous = v;
     }
-    return interpret(key, truthy(first_time), previous, check_order);
+    Result r = interpret(key, truthy(first_time), previous, check_order);
+    r.held = held != nullptr && truthy(held);
+    return r;
 }
 
 Result interpret(const Key &key, bool first_time, std::optional<int64_t> previous, bool check_order) {
@@ -154,14 +167,16 @@ Result interpret(const Key &key, bool first_time, std::optional<int64_t> previou
     return r;
 }
 
-Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order) {
-    Statement st = render(cfg, key, check_order);
+Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order, bool check_held) {
+    Statement st = render(cfg, key, check_order, check_held);
     pg::Result r = conn.begin_and_exec(st.sql, st.params);
     std::optional<int64_t> previous;
     if (!r.is_null(0, 1)) {
         previous = r.get_int(0, 1);
     }
-    return interpret(key, r.get(0, 0) == "t", previous, check_order);
+    Result res = interpret(key, r.get(0, 0) == "t", previous, check_order);
+    res.held = check_held && r.get(0, 3) == "t";
+    return res;
 }
 
 Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order) {

@@ -30,6 +30,7 @@ struct Result {
     bool first_time = false;
     Order order = Order::unchecked;
     int64_t last_seq = 0; // highest sequence of the aggregate processed before this one (0 = none)
+    bool held = false;    // (check_held) its aggregate is held (core/held.hpp): not recorded, not to be handled
 };
 
 struct Statement {
@@ -43,20 +44,24 @@ void validate(const Key &key);
 // The dedupe statement: inserts (consumer, event) into the inbox unless present and, with
 // order checking, advances the consumer's position for the aggregate. Returns one row:
 // first_time (bool), previous last_seq (bigint or NULL). Parameters used once each, in order.
-Statement render(const Config &cfg, const Key &key, bool check_order);
+// check_held (the consumer loop): when the event's aggregate is held (core/held.hpp) the event is
+// not recorded, and a fourth column says so; the held row is share-locked, so a redrive that
+// releases the aggregate waits for this transaction, or this one for it.
+Statement render(const Config &cfg, const Key &key, bool check_order, bool check_held = false);
 
 // Interprets the row the statement returned.
 Result interpret(const Key &key, bool first_time, std::optional<int64_t> previous, bool check_order);
 // The same from the row as a driver prints it: first_time as t/f, true/false (any case) or 1/0,
 // previous_seq as digits or null. Throws Error(invalid_argument) for anything else.
-Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order);
+Result interpret_text(const Key &key, const char *first_time, const char *previous_seq, bool check_order,
+                      const char *held = nullptr);
 
 // Runs the statement in the connection's current transaction (or on its own when idle).
 Result dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);
 
 // BEGIN and the statement in one round trip (see pg::Conn::begin_and_exec): the connection must
 // be idle; on return the handler's transaction is open with the event recorded (or found).
-Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order);
+Result begin_and_dedupe(pg::Conn &conn, const Config &cfg, const Key &key, bool check_order, bool check_held = false);
 
 // Removes inbox rows processed more than `older_than_s` seconds ago: whole partitions whose
 // events' ids are all older than that and whose rows were all processed before it are dropped;

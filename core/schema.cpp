@@ -441,6 +441,67 @@ BEGIN
 END
 $grants$;
 )SQL",
+    R"SQL(
+-- Parked aggregates (core/held.hpp): a handler's failure holds the event's aggregate here instead
+-- of holding the queue. One row per held aggregate of a consumer, with its head's attempts and
+-- errors; the held messages, as delivered; and what operators skipped, with who and why.
+CREATE TABLE {IHELD} (
+    consumer        text NOT NULL,
+    aggregate_type  text NOT NULL,
+    aggregate_id    text NOT NULL,
+    state           text NOT NULL CHECK (state IN ('retrying', 'redriving', 'parked')),
+    attempts        integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    first_failed_at timestamptz,
+    last_failed_at  timestamptz,
+    last_error      text,
+    PRIMARY KEY (consumer, aggregate_type, aggregate_id)
+);
+CREATE INDEX "{IN}_held_due_idx" ON {IHELD} (consumer, next_attempt_at) WHERE state <> 'parked';
+CREATE TABLE {IHELDE} (
+    held_order     bigserial NOT NULL,
+    consumer       text NOT NULL,
+    aggregate_type text NOT NULL,
+    aggregate_id   text NOT NULL,
+    seq            bigint,
+    outbox_id      uuid NOT NULL,
+    event_type     text NOT NULL,
+    properties     text NOT NULL,
+    body           text NOT NULL,
+    held_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer, outbox_id)
+);
+CREATE INDEX "{IN}_held_events_order_idx" ON {IHELDE} (consumer, aggregate_type, aggregate_id, seq, held_order);
+CREATE TABLE {ISKIP} (
+    consumer       text NOT NULL,
+    outbox_id      uuid NOT NULL,
+    aggregate_type text NOT NULL,
+    aggregate_id   text NOT NULL,
+    seq            bigint,
+    event_type     text NOT NULL,
+    properties     text NOT NULL,
+    body           text NOT NULL,
+    attempts       integer NOT NULL,
+    last_error     text,
+    skipped_at     timestamptz NOT NULL DEFAULT now(),
+    skipped_by     text NOT NULL,
+    reason         text NOT NULL,
+    PRIMARY KEY (consumer, outbox_id)
+);
+-- The roles granted on the inbox get the same on these.
+DO $grants$
+DECLARE g record;
+BEGIN
+    FOR g IN SELECT DISTINCT a.grantee FROM pg_class c, aclexplode(c.relacl) a
+             WHERE c.oid = '{I}'::regclass AND a.grantee <> c.relowner LOOP
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON {IHELD}, {IHELDE}, {ISKIP} TO %s',
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+        EXECUTE format('GRANT USAGE ON SEQUENCE "{S}"."{IN}_held_events_held_order_seq" TO %s',
+                       CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END);
+    END LOOP;
+END
+$grants$;
+)SQL",
 };
 
 std::string expand(const char *step, const Config &cfg) {
@@ -467,6 +528,9 @@ std::string expand(const char *step, const Config &cfg) {
     s = replace_all(s, "{IDEF}", ident::qualified(cfg.schema, cfg.inbox_table + "_default"));
     s = replace_all(s, "{IV1}", ident::qualified(cfg.schema, cfg.inbox_table + "_v1"));
     s = replace_all(s, "{IIDX}", ident::qualified(cfg.schema, cfg.inbox_table + "_processed_at_idx"));
+    s = replace_all(s, "{IHELDE}", ident::qualified(cfg.schema, cfg.inbox_table + "_held_events"));
+    s = replace_all(s, "{IHELD}", ident::qualified(cfg.schema, cfg.inbox_table + "_held"));
+    s = replace_all(s, "{ISKIP}", ident::qualified(cfg.schema, cfg.inbox_table + "_skipped"));
     s = replace_all(s, "{IMEM}", ident::qualified(cfg.schema, cfg.inbox_table + "_members"));
     s = replace_all(s, "{IPART}", ident::qualified(cfg.schema, cfg.inbox_table + "_partitionings"));
     s = replace_all(s, "{IP}", ident::qualified(cfg.schema, cfg.inbox_table + "_positions"));

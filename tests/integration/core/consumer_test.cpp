@@ -9,6 +9,7 @@
 #include "test_shell.hpp"
 
 #include "consumer.hpp"
+#include "held.hpp"
 #include "error.hpp"
 #include "inbox.hpp"
 #include "json.hpp"
@@ -299,6 +300,8 @@ class ConsumerTest : public RelayTest {
     void SetUp() override {
         RelayTest::SetUp();
         cfg.pg_url = consumer_pg_url();
+        // These tests are of the redelivering way; ParkTest below is of parking (the default).
+        cfg.set("consumer.on_failure", "requeue");
         db->exec_simple("CREATE TABLE " + effects() +
                         " (consumer text NOT NULL, outbox_id text NOT NULL, n int NOT NULL,"
                         " PRIMARY KEY (consumer, outbox_id))");
@@ -1358,3 +1361,129 @@ TEST_F(ConsumerTest, DeadLetteringToAMissingQueueLosesNothing) {
 }
 
 } // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Parking (consumer.on_failure=park, issue 31): a failing aggregate is held in PostgreSQL while the
+// others flow; its later events wait behind it, never applied before its head; a transient failure
+// is retried with backoff, then parked; a permanent one parked at once; a redrive applies the held
+// events in seq order (a head failing again stays parked with its new error); a skip records the
+// head as skipped with who and why and lets the rest through. No delivery is held at the broker.
+class ParkTest : public ConsumerTest {
+  protected:
+    void SetUp() override {
+        ConsumerTest::SetUp();
+        cfg.set("consumer.on_failure", "park");
+        cfg.set("consumer.max_attempts", "3");
+        cfg.set("consumer.retry_initial_ms", "50");
+        cfg.set("consumer.retry_max_ms", "200");
+        cfg.set("consumer.retry_poll_ms", "50");
+    }
+    // Per aggregate, the seqs the handler applied (committed), in order.
+    std::map<std::string, std::vector<int64_t>> applied(const std::string &consumer) {
+        std::map<std::string, std::vector<int64_t>> out;
+        outbox::pg::Result r = db->exec("SELECT o.aggregate_id, o.seq FROM " + effects() + " e JOIN " + table() +
+                                            " o ON o.outbox_id::text = e.outbox_id WHERE e.consumer = $1"
+                                            " ORDER BY e.applied_order",
+                                        {consumer});
+        for (int i = 0; i < r.rows(); ++i) {
+            out[std::string(r.get(i, 0))].push_back(r.get_int(i, 1));
+        }
+        return out;
+    }
+    std::vector<outbox::held::Parked> parked(const std::string &consumer) {
+        return outbox::held::list(*db, cfg, consumer, false, 100);
+    }
+};
+
+TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThroughInOrder) {
+    constexpr int kEvents = 100, kAggregates = 10; // q3 fails transiently, q7 permanently
+    const std::string name = "it-park-" + suffix;
+    Topology topo;
+    topo.consumer(name);
+    db->exec_simple("ALTER TABLE " + effects() + " ADD COLUMN applied_order bigserial");
+    std::atomic<bool> q3_fails{true};
+    std::atomic<int> q3_calls{0};
+    RunningConsumer consumer(cfg, name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
+        if (d.aggregate_id == "q3" && q3_fails) {
+            ++q3_calls;
+            throw std::runtime_error("search index for q3 unavailable");
+        }
+        if (d.aggregate_id == "q7" && d.seq == 1) {
+            throw outbox::PermanentFailure("q7: price is negative");
+        }
+        count_effect(tx, name, d.event_id);
+    });
+    write_committed(kEvents, kAggregates, "q");
+    outbox::Relay relay(cfg);
+    ASSERT_EQ(drain(relay).published, kEvents);
+    const long healthy = kEvents - 2 * (kEvents / kAggregates);
+    ASSERT_TRUE(eventually([&] { return effect_rows(name) == healthy; }, 30s))
+        << effect_rows(name) << " applied; log:" << join_lines(consumer.log());
+    ASSERT_TRUE(eventually(
+        [&] {
+            auto p = parked(name);
+            return p.size() == 2 && p[0].state == "parked" && p[1].state == "parked" && p[0].waiting + p[1].waiting == 18;
+        },
+        30s))
+        << "q3 parked after 3 attempts, q7 at once, 9 events behind each; log:" << join_lines(consumer.log());
+    EXPECT_TRUE(wait_drained(name, 15s)) << "no delivery is held at the broker";
+    EXPECT_EQ(q3_calls.load(), 3) << "consumer.max_attempts attempts, then parked";
+    for (const auto &p : parked(name)) {
+        EXPECT_EQ(p.head_seq, 1) << p.aggregate_id;
+        EXPECT_EQ(p.attempts, p.aggregate_id == "q3" ? 3 : 1) << p.aggregate_id;
+        EXPECT_NE(p.last_error.find(p.aggregate_id == "q3" ? "index for q3" : "price is negative"), std::string::npos)
+            << p.last_error;
+        EXPECT_FALSE(p.first_failed_at.empty());
+        EXPECT_FALSE(p.head_event_id.empty());
+    }
+    auto got = applied(name);
+    EXPECT_EQ(got.count("q3"), 0U) << "nothing of a parked aggregate is applied before its head";
+    EXPECT_EQ(got.count("q7"), 0U);
+
+    // A redrive whose head fails again: parked again, with the attempt counted and the new error.
+    ASSERT_EQ(outbox::held::redrive(*db, cfg, name, {"PRD", "q3"}), 1);
+    ASSERT_TRUE(eventually([&] { return q3_calls.load() == 4; }, 10s));
+    ASSERT_TRUE(eventually(
+        [&] {
+            auto p = parked(name);
+            return !p.empty() && p[0].aggregate_id == "q3" && p[0].state == "parked" && p[0].attempts == 4;
+        },
+        10s));
+
+    // The cause fixed: a redrive applies q3's 10 events in seq order, and it is live again.
+    q3_fails = false;
+    ASSERT_EQ(outbox::held::redrive(*db, cfg, name, {"PRD", "q3"}), 1);
+    ASSERT_TRUE(eventually([&] { return applied(name)["q3"].size() == 10; }, 15s)) << join_lines(consumer.log());
+    // q7's head skipped: recorded with who and why; the other 9 go through in order.
+    EXPECT_THROW(outbox::held::skip(*db, cfg, name, {"PRD", "q7"}, "11111111-1111-7111-8111-111111111111", "it", "x"),
+                 outbox::Error)
+        << "a skip naming an event that is not the head is refused";
+    const std::string skipped = outbox::held::skip(*db, cfg, name, {"PRD", "q7"}, "", "it-test", "negative price");
+    ASSERT_TRUE(eventually([&] { return applied(name)["q7"].size() == 9; }, 15s)) << join_lines(consumer.log());
+    ASSERT_TRUE(eventually([&] { return parked(name).empty(); }, 10s));
+    got = applied(name);
+    std::vector<int64_t> all(10), tail(9);
+    for (int i = 0; i < 10; ++i) {
+        all[static_cast<size_t>(i)] = i + 1;
+    }
+    std::copy(all.begin() + 1, all.end(), tail.begin());
+    EXPECT_EQ(got["q3"], all) << "a redrive applies the held events in seq order";
+    EXPECT_EQ(got["q7"], tail) << "after the skipped head, in seq order";
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM \"" + cfg.schema + "\"." + cfg.inbox_table +
+                          "_skipped WHERE skipped_by = 'it-test' AND reason = 'negative price' AND outbox_id::text = '" +
+                          skipped + "'"),
+              1);
+    EffectReport r = report(name, "(aggregate_id <> 'q7' OR seq > 1)");
+    EXPECT_EQ(r.not_once, 0) << join_lines(r.samples);
+    EXPECT_EQ(r.missing, 0);
+    EXPECT_EQ(r.inbox, kEvents) << "every event in the inbox, the skipped one too";
+
+    // New events of the aggregates that were parked flow as usual.
+    db->exec_simple("BEGIN");
+    write_events(10, kAggregates, "q");
+    db->exec_simple("COMMIT");
+    ASSERT_EQ(drain(relay).published, 10);
+    ASSERT_TRUE(eventually([&] { return effect_rows(name) == kEvents - 1 + 10; }, 15s));
+    EXPECT_LT(consumer.stop(), 3000);
+    EXPECT_EQ(consumer.error(), "");
+}
