@@ -740,8 +740,11 @@ OUTBOX_API outbox_status outbox_consumer_begin(outbox_dedupe_result *out, outbox
 /**
  * A handler for outbox_consumer_run(): called inside the consumer's transaction on `tx`, once
  * per event (duplicates are skipped). Return 0 for success (commit, ack); non-zero for failure
- * (roll back, redeliver; after consumer.delivery_limit attempts, dead-letter). Call
- * outbox_handler_error() before returning non-zero to say why.
+ * (roll back). With consumer.on_failure=park (the default) a failure parks the event's aggregate:
+ * OUTBOX_HANDLER_PERMANENT says the event can never succeed (parked at once); any other non-zero
+ * value is transient (retried with backoff, parked after consumer.max_attempts); see "Parked
+ * aggregates". With consumer.on_failure=requeue: redelivered, dead-lettered after
+ * consumer.delivery_limit attempts. Call outbox_handler_error() before returning non-zero to say why.
  */
 typedef int (*outbox_handler_fn)(outbox_db *tx, const outbox_message *msg, void *user_data);
 /** Sets the failure reason of the running handler (copied). */
@@ -780,7 +783,8 @@ typedef enum outbox_outcome {
     OUTBOX_OUTCOME_HANDLED = 0,        /**< committed with the handler's effects: acknowledge */
     OUTBOX_OUTCOME_DUPLICATE = 1,      /**< committed; the dedupe said already processed, the handler did not run: acknowledge */
     OUTBOX_OUTCOME_HANDLER_FAILED = 2, /**< the handler failed and the transaction was rolled back: an attempt */
-    OUTBOX_OUTCOME_NOT_PROCESSED = 3   /**< not the handler's failure (database lost, BEGIN, dedupe or COMMIT failed, interrupted): requeue, no attempt */
+    OUTBOX_OUTCOME_NOT_PROCESSED = 3,  /**< not the handler's failure (database lost, BEGIN, dedupe or COMMIT failed, interrupted): requeue, no attempt */
+    OUTBOX_OUTCOME_HELD = 4            /**< committed among its aggregate's held events (parked aggregates): acknowledge */
 } outbox_outcome;
 
 /** What outbox_consumer_settle() did with the message. */
@@ -871,7 +875,8 @@ typedef enum outbox_loop_sql {
     OUTBOX_LOOP_SQL_BEGIN = 1,   /**< "BEGIN": start the delivery's transaction */
     OUTBOX_LOOP_SQL_DEDUPE = 2,  /**< the inbox statement; report its first row as text */
     OUTBOX_LOOP_SQL_COMMIT = 3,  /**< "COMMIT" */
-    OUTBOX_LOOP_SQL_ROLLBACK = 4 /**< "ROLLBACK" */
+    OUTBOX_LOOP_SQL_ROLLBACK = 4, /**< "ROLLBACK" */
+    OUTBOX_LOOP_SQL_STATEMENT = 5 /**< another statement of the loop's (parking an aggregate, a retry); report its first row as text */
 } outbox_loop_sql;
 /**
  * The text of the loop's transaction statements, for a face's own transactions too.
@@ -889,8 +894,9 @@ typedef enum outbox_loop_conn {
 
 /** How a handler ended (outbox_loop_handler_done()). */
 typedef enum outbox_handler_result {
-    OUTBOX_HANDLER_OK = 0,    /**< commit, then acknowledge */
-    OUTBOX_HANDLER_FAILED = 1 /**< roll back; an attempt: requeued, dead-lettered at consumer.delivery_limit */
+    OUTBOX_HANDLER_OK = 0,       /**< commit, then acknowledge */
+    OUTBOX_HANDLER_FAILED = 1,   /**< roll back; a transient failure: retried with backoff, parked after consumer.max_attempts (consumer.on_failure=requeue: requeued, dead-lettered at consumer.delivery_limit) */
+    OUTBOX_HANDLER_PERMANENT = 2 /**< roll back; the event can never succeed: its aggregate is parked at once (requeue: as FAILED) */
 } outbox_handler_result;
 
 /** Options of outbox_loop_new(). Size-prefixed: fill with outbox_loop_options_init(). */
@@ -1294,6 +1300,70 @@ OUTBOX_API outbox_status outbox_replay(int64_t *published, outbox_db *db, const 
 OUTBOX_API outbox_status outbox_replay_from(int64_t *published, int64_t *from_seq, outbox_db *db,
                                             const outbox_config *cfg, const char *aggregate_type,
                                             const char *aggregate_id, const char *event_id, const char *since);
+/**
+ * Parked aggregates (consumer.on_failure=park): a handler's failure holds the event's aggregate in
+ * PostgreSQL (`<inbox>_held`, `<inbox>_held_events`) instead of holding the queue; its later events
+ * wait behind it, acknowledged. The consumer loops retry its head with backoff
+ * (consumer.retry_initial_ms doubling to consumer.retry_max_ms) and park it for an operator after
+ * consumer.max_attempts attempts, or at once for a permanent failure. Lists the held aggregates of
+ * `consumer` (NULL: every subscriber), oldest failure first, as a JSON array of objects:
+ * "consumer" (null for the relay's), "source" ("consumer" or "relay"), "aggregate_type",
+ * "aggregate_id", "state" ("retrying", "redriving" or "parked"), "attempts", "head_event_id",
+ * "head_event_type", "head_seq", "last_error", "first_failed_at", "last_failed_at",
+ * "next_attempt_at" (ISO 8601 UTC or null), "waiting" (events held behind the head) and
+ * "parked_age_s". New members may be added; none is removed or retyped.
+ * @param[out] json_out the JSON text (owned: free with outbox_string_free()); NULL on failure.
+ * @param consumer a subscriber's name; NULL or "": all of them.
+ * @param include_relay non-zero: the relay's parked aggregates (consumer null) too.
+ * @param limit at most this many rows (> 0).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument, limit <= 0), OUTBOX_ERR_SCHEMA
+ *         (the inbox is not migrated: run outbox migrate), OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION.
+ */
+OUTBOX_API outbox_status outbox_parked_list(char **json_out, outbox_db *db, const char *consumer, int include_relay,
+                                            int limit);
+/**
+ * Redrives a held aggregate: its head is tried once more, now, by whichever running instance of
+ * `consumer` claims it first; its held events then go through the handler in seq order. A head
+ * that fails again stays parked with its new error. For the relay (consumer NULL or ""), the
+ * aggregate's parked events are due again now.
+ * @param[out] redriven 1 when the aggregate was held, else 0 (may be NULL).
+ * @return OUTBOX_OK (also when it was not held), OUTBOX_ERR_INVALID_ARGUMENT (db or aggregate_id
+ *         NULL or empty, text that is not UTF-8), OUTBOX_ERR_SCHEMA, OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION.
+ */
+OUTBOX_API outbox_status outbox_parked_redrive(int64_t *redriven, outbox_db *db, const char *consumer,
+                                               const char *aggregate_type, const char *aggregate_id);
+/**
+ * Redrives every parked aggregate of `consumer`, as outbox_parked_redrive() does one.
+ * @param[out] redriven how many (may be NULL).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (db or consumer NULL or empty), OUTBOX_ERR_SCHEMA,
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION.
+ */
+OUTBOX_API outbox_status outbox_parked_redrive_all(int64_t *redriven, outbox_db *db, const char *consumer);
+/**
+ * Skips a held aggregate's head: it is recorded in `<inbox>_skipped` with `by` and `reason`, and in
+ * the inbox (a redelivery of it is a duplicate, never applied); the aggregate's next held event is
+ * due now, or the aggregate is live again. Waits for a retry of the head in progress. Runs a
+ * transaction of its own.
+ * @param[out] skipped_id the id of the event skipped (owned: free with outbox_string_free(); may be NULL).
+ * @param event_id when not NULL or "", the head must be this event (what the operator saw).
+ * @param by who skips (non-empty); @param reason why (may be "").
+ * @return OUTBOX_OK, OUTBOX_ERR_NOT_FOUND (the aggregate is not held, or its head is another event),
+ *         OUTBOX_ERR_INVALID_ARGUMENT (a NULL or empty consumer, aggregate_id or by; event_id not a
+ *         UUID), OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_SCHEMA,
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION.
+ */
+OUTBOX_API outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, const char *consumer,
+                                            const char *aggregate_type, const char *aggregate_id,
+                                            const char *event_id, const char *by, const char *reason);
+/**
+ * What an operator alerts on, per subscriber, as a JSON array of {"consumer" (null: the relay),
+ * "parked" (aggregates waiting for an operator), "retrying", "oldest_parked_age_s"}.
+ * @param[out] json_out the JSON text (owned: free with outbox_string_free()).
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_DATABASE,
+ *         OUTBOX_ERR_CONNECTION.
+ */
+OUTBOX_API outbox_status outbox_parked_summary(char **json_out, outbox_db *db);
 /** A progress callback: `done` so far; called on the calling thread, between batches. */
 typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 /**

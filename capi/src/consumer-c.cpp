@@ -218,6 +218,10 @@ outbox_status outbox_consumer_run(outbox_consumer *consumer, outbox_db *db, outb
                 outbox_message msg{d, {}};
                 handler_reason.clear();
                 int rc = fn(&view, &msg, user_data);
+                if (rc == OUTBOX_HANDLER_PERMANENT) {
+                    throw outbox::PermanentFailure(handler_reason.empty() ? "handler returned OUTBOX_HANDLER_PERMANENT"
+                                                                          : handler_reason);
+                }
                 if (rc != 0) {
                     throw std::runtime_error(handler_reason.empty() ? "handler returned " + std::to_string(rc)
                                                                     : handler_reason);
@@ -237,7 +241,7 @@ outbox_status outbox_consumer_settle(outbox_settled *out, outbox_consumer *consu
         return OUTBOX_ERR_INVALID_ARGUMENT;
     }
     const int o = static_cast<int>(outcome);
-    if (o < OUTBOX_OUTCOME_HANDLED || o > OUTBOX_OUTCOME_NOT_PROCESSED) {
+    if (o < OUTBOX_OUTCOME_HANDLED || o > OUTBOX_OUTCOME_HELD) {
         outbox::capi::set_error(OUTBOX_ERR_INVALID_ARGUMENT,
                                 ("unknown outcome " + std::to_string(o) + " (OUTBOX_OUTCOME_*)").c_str());
         return OUTBOX_ERR_INVALID_ARGUMENT;

@@ -154,7 +154,7 @@ outbox_db *outbox_loop_db(outbox_loop *loop) {
 
 outbox_status outbox_loop_handler_done(outbox_loop *loop, int result, const char *reason) {
     OUTBOX_REQUIRE(loop);
-    if (result != OUTBOX_HANDLER_OK && result != OUTBOX_HANDLER_FAILED) {
+    if (result != OUTBOX_HANDLER_OK && result != OUTBOX_HANDLER_FAILED && result != OUTBOX_HANDLER_PERMANENT) {
         return not_at("unknown handler result (OUTBOX_HANDLER_*)");
     }
     return guard([&] {

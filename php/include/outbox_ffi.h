@@ -277,7 +277,8 @@ typedef enum outbox_outcome {
     OUTBOX_OUTCOME_HANDLED = 0,        
     OUTBOX_OUTCOME_DUPLICATE = 1,      
     OUTBOX_OUTCOME_HANDLER_FAILED = 2, 
-    OUTBOX_OUTCOME_NOT_PROCESSED = 3   
+    OUTBOX_OUTCOME_NOT_PROCESSED = 3,  
+    OUTBOX_OUTCOME_HELD = 4            
 } outbox_outcome;
 
 typedef enum outbox_settle_action {
@@ -315,7 +316,8 @@ typedef enum outbox_loop_sql {
     OUTBOX_LOOP_SQL_BEGIN = 1,   
     OUTBOX_LOOP_SQL_DEDUPE = 2,  
     OUTBOX_LOOP_SQL_COMMIT = 3,  
-    OUTBOX_LOOP_SQL_ROLLBACK = 4 
+    OUTBOX_LOOP_SQL_ROLLBACK = 4, 
+    OUTBOX_LOOP_SQL_STATEMENT = 5 
 } outbox_loop_sql;
 
 const char *outbox_loop_sql_text(outbox_loop_sql kind);
@@ -327,8 +329,9 @@ typedef enum outbox_loop_conn {
 } outbox_loop_conn;
 
 typedef enum outbox_handler_result {
-    OUTBOX_HANDLER_OK = 0,    
-    OUTBOX_HANDLER_FAILED = 1 
+    OUTBOX_HANDLER_OK = 0,       
+    OUTBOX_HANDLER_FAILED = 1,   
+    OUTBOX_HANDLER_PERMANENT = 2 
 } outbox_handler_result;
 
 typedef struct outbox_loop_options {
@@ -452,6 +455,20 @@ outbox_status outbox_replay(int64_t *published, outbox_db *db, const outbox_conf
 outbox_status outbox_replay_from(int64_t *published, int64_t *from_seq, outbox_db *db,
                                             const outbox_config *cfg, const char *aggregate_type,
                                             const char *aggregate_id, const char *event_id, const char *since);
+
+outbox_status outbox_parked_list(char **json_out, outbox_db *db, const char *consumer, int include_relay,
+                                            int limit);
+
+outbox_status outbox_parked_redrive(int64_t *redriven, outbox_db *db, const char *consumer,
+                                               const char *aggregate_type, const char *aggregate_id);
+
+outbox_status outbox_parked_redrive_all(int64_t *redriven, outbox_db *db, const char *consumer);
+
+outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, const char *consumer,
+                                            const char *aggregate_type, const char *aggregate_id,
+                                            const char *event_id, const char *by, const char *reason);
+
+outbox_status outbox_parked_summary(char **json_out, outbox_db *db);
 
 typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 

@@ -1054,7 +1054,7 @@ Register r_consumer_settle({"outbox_consumer_settle", "outbox_consumer_retry_del
                   OUTBOX_ERR_INVALID_ARGUMENT);
     EXPECT_STATUS(outbox_consumer_settle(&out, c, nullptr, nullptr, OUTBOX_OUTCOME_HANDLED, nullptr),
                   OUTBOX_ERR_INVALID_ARGUMENT);
-    for (int bad : {-1, 4, 1000}) {
+    for (int bad : {-1, 5, 1000}) {
         EXPECT_STATUS(outbox_consumer_settle(&out, c, s.msg, nullptr, static_cast<outbox_outcome>(bad), nullptr),
                       OUTBOX_ERR_INVALID_ARGUMENT);
     }
@@ -1157,7 +1157,7 @@ Register r_loop({"outbox_loop_new", "outbox_loop_free", "outbox_loop_next", "out
                     EXPECT_STATUS(outbox_loop_exec_failed(l, "08006", why.c_str(), 1), OUTBOX_ERR_INVALID_ARGUMENT);
                     EXPECT_STATUS(outbox_loop_handler_done(l, OUTBOX_HANDLER_OK, why.c_str()),
                                   OUTBOX_ERR_INVALID_ARGUMENT);
-                    EXPECT_STATUS(outbox_loop_handler_done(l, 2, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                    EXPECT_STATUS(outbox_loop_handler_done(l, 3, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
                     EXPECT_EQ(outbox_loop_statement(l, nullptr), nullptr);
                     EXPECT_EQ(outbox_loop_message(l), nullptr);
                     EXPECT_EQ(outbox_loop_db(l), nullptr);
@@ -1296,6 +1296,51 @@ Register r_retry({"outbox_retry_failed"}, [](Sweep &s) {
     EXPECT_STATUS(outbox_retry_failed(&n, a, nullptr, nullptr, 0), OUTBOX_ERR_TRANSACTION);
     outbox_db_close(a);
 });
+Register r_parked({"outbox_parked_list", "outbox_parked_redrive", "outbox_parked_redrive_all", "outbox_parked_skip",
+                   "outbox_parked_summary"},
+                  [](Sweep &s) {
+                      char *json = reinterpret_cast<char *>(0x1);
+                      int64_t n = -1;
+                      EXPECT_STATUS(outbox_parked_list(nullptr, s.db, nullptr, 1, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_list(&json, nullptr, nullptr, 1, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_EQ(json, nullptr);
+                      EXPECT_STATUS(outbox_parked_list(&json, s.db, nullptr, 1, 0), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_list(&json, s.db, kHuge.c_str(), 1, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+                      for (const char *bad : kBadUtf8) {
+                          EXPECT_STATUS(outbox_parked_list(&json, s.db, bad, 0, 10), OUTBOX_ERR_INVALID_ARGUMENT);
+                          EXPECT_STATUS(outbox_parked_redrive(&n, s.db, bad, "T", "1"), OUTBOX_ERR_INVALID_ARGUMENT);
+                          EXPECT_STATUS(outbox_parked_skip(nullptr, s.db, "c", "T", bad, nullptr, "op", ""),
+                                        OUTBOX_ERR_INVALID_ARGUMENT);
+                      }
+                      // Text that looks like SQL is only a value.
+                      EXPECT_STATUS(outbox_parked_list(&json, s.db, "'; DROP TABLE x; --", 1, 10), OUTBOX_OK);
+                      EXPECT_STREQ(json, "[]");
+                      outbox_string_free(json);
+                      EXPECT_STATUS(outbox_parked_redrive(&n, nullptr, "c", "T", "1"), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_redrive(&n, s.db, "c", "T", nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_redrive(&n, s.db, "c", "T", "1"), OUTBOX_OK);
+                      EXPECT_EQ(n, 0);
+                      EXPECT_STATUS(outbox_parked_redrive(&n, s.db, nullptr, "T", "1"), OUTBOX_OK);
+                      EXPECT_STATUS(outbox_parked_redrive_all(&n, s.db, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_redrive_all(&n, s.db, "c"), OUTBOX_OK);
+                      char *id = reinterpret_cast<char *>(0x1);
+                      EXPECT_STATUS(outbox_parked_skip(&id, s.db, "c", "T", "1", nullptr, "op", "why"), OUTBOX_ERR_NOT_FOUND);
+                      EXPECT_EQ(id, nullptr);
+                      EXPECT_STATUS(outbox_parked_skip(&id, s.db, "c", "T", "1", "not-a-uuid", "op", ""),
+                                    OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_skip(&id, s.db, "c", "T", "1", nullptr, "", ""),
+                                    OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_skip(&id, s.db, nullptr, "T", "1", nullptr, "op", ""),
+                                    OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_summary(nullptr, s.db), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_parked_summary(&json, s.db), OUTBOX_OK);
+                      EXPECT_NE(std::string(json).find("\"consumer\":null"), std::string::npos) << json;
+                      outbox_string_free(json);
+                      outbox_db *b = s.broken_db();
+                      EXPECT_STATUS(outbox_parked_list(&json, b, nullptr, 1, 10), OUTBOX_ERR_CONNECTION);
+                      EXPECT_STATUS(outbox_parked_redrive_all(&n, b, "c"), OUTBOX_ERR_CONNECTION);
+                      outbox_db_close(b);
+                  });
 Register r_purge({"outbox_purge_published"}, [](Sweep &s) {
     int64_t n = -1;
     EXPECT_STATUS(outbox_purge_published(&n, nullptr, 10, 10), OUTBOX_ERR_INVALID_ARGUMENT);

@@ -72,6 +72,13 @@ outbox_status drive(outbox_loop *loop, Driver *drv, const Handler &handler) {
     }
 }
 
+const char *failure_mode_for_test() {
+    return ::testing::UnitTest::GetInstance()->current_test_info()->name() ==
+                   std::string("OnADriverConnectionAFailingAggregateParksAndRedriveAndSkipLetItThroughInOrder")
+               ? "park"
+               : "requeue";
+}
+
 class CapiLoopTest : public PgTest {
   protected:
     void SetUp() override {
@@ -85,6 +92,8 @@ class CapiLoopTest : public PgTest {
         ASSERT_EQ(outbox_config_set(cfg, "amqp.url", amqp_url().c_str()), OUTBOX_OK);
         ASSERT_EQ(outbox_config_set(cfg, "amqp.exchange", exchange.c_str()), OUTBOX_OK);
         ASSERT_EQ(outbox_config_set(cfg, "consumer.delivery_limit", "3"), OUTBOX_OK);
+        // These tests are of the redelivering way; the parking test sets consumer.on_failure=park.
+        ASSERT_EQ(outbox_config_set(cfg, "consumer.on_failure", failure_mode_for_test()), OUTBOX_OK);
         admin.query("CREATE TABLE \"" + schema + "\".effects (outbox_id text PRIMARY KEY, n int NOT NULL)");
         ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
         ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
@@ -201,6 +210,71 @@ TEST_F(CapiLoopTest, OnADriverConnectionEachEventTakesEffectOnceAndAPoisonOneIsD
     EXPECT_EQ(calls["a"], 5);
     EXPECT_EQ(calls["poison"], 3) << "consumer.delivery_limit attempts, then dead-lettered";
     EXPECT_EQ(PQtransactionStatus(drv.conn), PQTRANS_IDLE) << "no transaction left open on the driver's connection";
+}
+
+// consumer.on_failure=park on a face's driver connection: the loop hands out the parking flows'
+// statements (OUTBOX_LOOP_SQL_STATEMENT) and the driver runs them like any other.
+TEST_F(CapiLoopTest, OnADriverConnectionAFailingAggregateParksAndRedriveAndSkipLetItThroughInOrder) {
+    for (const auto &[k, v] : {std::pair<const char *, const char *>{"consumer.max_attempts", "2"},
+                               {"consumer.retry_initial_ms", "20"},
+                               {"consumer.retry_poll_ms", "20"}}) {
+        ASSERT_EQ(outbox_config_set(cfg, k, v), OUTBOX_OK);
+    }
+    outbox_consumer_free(consumer);
+    ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
+    write("a", 5);
+    write("p", 3);
+    write("x", 2);
+    ASSERT_EQ(relay_all(), 10);
+    std::map<std::string, std::vector<int64_t>> applied;
+    bool p_fails = true;
+    const std::string sch = schema;
+    auto handler = [&](const outbox_message *m, PGconn *c) {
+        const std::string agg = outbox_message_field(m, "AGGREGATE_ID");
+        if (agg == "p" && p_fails) {
+            return 1;
+        }
+        if (agg == "x" && outbox_message_seq(m) == 1) {
+            return static_cast<int>(OUTBOX_HANDLER_PERMANENT);
+        }
+        if (!effect(m, c, sch)) {
+            return 1;
+        }
+        applied[agg].push_back(outbox_message_seq(m));
+        return 0;
+    };
+    new_loop(OUTBOX_LOOP_DRIVER_LENT, nullptr, 0, 1500);
+    ASSERT_EQ(drive(loop, &drv, handler), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(applied["a"], (std::vector<int64_t>{1, 2, 3, 4, 5}));
+    EXPECT_TRUE(applied["p"].empty() && applied["x"].empty()) << "nothing of a parked aggregate is applied";
+    char *json = nullptr;
+    ASSERT_EQ(outbox_parked_list(&json, db, name.c_str(), 0, 10), OUTBOX_OK) << outbox_last_error();
+    const std::string list = json;
+    outbox_string_free(json);
+    EXPECT_NE(list.find("\"aggregate_id\":\"p\",\"state\":\"parked\",\"attempts\":2"), std::string::npos) << list;
+    EXPECT_NE(list.find("\"aggregate_id\":\"x\",\"state\":\"parked\",\"attempts\":1"), std::string::npos) << list;
+    EXPECT_NE(list.find("\"waiting\":2"), std::string::npos) << list;
+    EXPECT_NE(list.find("\"waiting\":1"), std::string::npos) << list;
+
+    p_fails = false;
+    int64_t n = 0;
+    ASSERT_EQ(outbox_parked_redrive(&n, db, name.c_str(), "PRD", "p"), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(n, 1);
+    char *skipped = nullptr;
+    ASSERT_EQ(outbox_parked_skip(&skipped, db, name.c_str(), "PRD", "x", nullptr, "capi-test", "bad price"), OUTBOX_OK)
+        << outbox_last_error();
+    outbox_string_free(skipped);
+    outbox_loop_free(loop);
+    loop = nullptr;
+    new_loop(OUTBOX_LOOP_DRIVER_LENT, nullptr, 0, 1500);
+    ASSERT_EQ(drive(loop, &drv, handler), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(applied["p"], (std::vector<int64_t>{1, 2, 3})) << "redriven in seq order";
+    EXPECT_EQ(applied["x"], (std::vector<int64_t>{2})) << "after the skipped head";
+    ASSERT_EQ(outbox_parked_list(&json, db, name.c_str(), 0, 10), OUTBOX_OK);
+    EXPECT_STREQ(json, "[]");
+    outbox_string_free(json);
+    EXPECT_EQ(effects(), 9);
+    EXPECT_EQ(PQtransactionStatus(drv.conn), PQTRANS_IDLE);
 }
 
 TEST_F(CapiLoopTest, ARedeliveredEventIsAcknowledgedWithoutTheHandler) {
