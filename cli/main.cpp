@@ -3,6 +3,7 @@
 #include "capi.hpp"
 #include "common.hpp"
 #include "metrics.hpp"
+#include "parked.hpp"
 
 #include <cjson/cJSON.h>
 
@@ -482,6 +483,7 @@ struct Commands {
     std::string inbox_age;
     int inbox_batch = 5000;
     CLI::App *purge_inbox = nullptr;
+    ParkedCommands parked;
 };
 
 void define(CLI::App &app, Commands &c) {
@@ -559,6 +561,7 @@ void define(CLI::App &app, Commands &c) {
         "age such as 30d, 12h, 90m (default inbox.retention_s, 7d); never below inbox.retention_s");
     c.purge_inbox->add_option("--batch", c.inbox_batch, "rows deleted per statement (default 5000)")
         ->check(CLI::PositiveNumber);
+    define_parked(app, c.parked);
 }
 
 int dispatch(const Commands &c) {
@@ -585,6 +588,9 @@ int dispatch(const Commands &c) {
     }
     if (*c.tail) {
         return run_tail(c.tail_opts, c.to);
+    }
+    if (int rc = run_parked(c.parked); rc >= 0) {
+        return rc;
     }
     return 0;
 }

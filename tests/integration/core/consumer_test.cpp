@@ -1440,8 +1440,28 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     EXPECT_EQ(got.count("q3"), 0U) << "nothing of a parked aggregate is applied before its head";
     EXPECT_EQ(got.count("q7"), 0U);
 
+    // The operator's command line sees the same (outbox parked list|redrive|skip).
+    const std::string cli = std::string(OUTBOX_CLI_PATH) + " parked --pg-url '" + pg_url() + "' --schema " + cfg.schema;
+    int rc = -1;
+    const std::string listed = shell(cli + " list --json --consumer " + name + " 2>&1", &rc);
+    EXPECT_EQ(rc, 0) << listed;
+    EXPECT_NE(listed.find("\"aggregate_id\":\"q3\",\"state\":\"parked\",\"attempts\":3"), std::string::npos)
+        << listed;
+    EXPECT_NE(listed.find("\"aggregate_id\":\"q7\",\"state\":\"parked\",\"attempts\":1"), std::string::npos)
+        << listed;
+    const std::string table_out = shell(cli + " list 2>&1", &rc);
+    EXPECT_EQ(rc, 0) << table_out;
+    EXPECT_NE(table_out.find("PRD:q3"), std::string::npos) << table_out;
+    EXPECT_NE(table_out.find("price is negative"), std::string::npos) << table_out;
+    const std::string no_such = shell(cli + " skip --consumer " + name + " --aggregate PRD:q9 --reason x 2>&1", &rc);
+    EXPECT_EQ(rc, 1) << "skipping an aggregate that is not held fails: " << no_such;
+    EXPECT_NE(no_such.find("NOT_FOUND"), std::string::npos) << no_such;
+    shell(cli + " redrive --aggregate PRD:q3 2>&1", &rc);
+    EXPECT_EQ(rc, 2) << "redrive without --consumer or --relay is a usage error";
+
     // A redrive whose head fails again: parked again, with the attempt counted and the new error.
-    ASSERT_EQ(outbox::held::redrive(*db, cfg, name, {"PRD", "q3"}), 1);
+    const std::string redriven = shell(cli + " redrive --consumer " + name + " --aggregate PRD:q3 2>&1", &rc);
+    ASSERT_EQ(rc, 0) << redriven;
     ASSERT_TRUE(eventually([&] { return q3_calls.load() == 4; }, 10s));
     ASSERT_TRUE(eventually(
         [&] {
@@ -1458,7 +1478,11 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     EXPECT_THROW(outbox::held::skip(*db, cfg, name, {"PRD", "q7"}, "11111111-1111-7111-8111-111111111111", "it", "x"),
                  outbox::Error)
         << "a skip naming an event that is not the head is refused";
-    const std::string skipped = outbox::held::skip(*db, cfg, name, {"PRD", "q7"}, "", "it-test", "negative price");
+    const std::string skip_out = shell(cli + " skip --json --consumer " + name +
+                                           " --aggregate PRD:q7 --by it-test --reason 'negative price' 2>&1",
+                                       &rc);
+    ASSERT_EQ(rc, 0) << skip_out;
+    const std::string skipped = skip_out.substr(skip_out.find(":\"") + 2, 36);
     ASSERT_TRUE(eventually([&] { return applied(name)["q7"].size() == 9; }, 15s)) << join_lines(consumer.log());
     ASSERT_TRUE(eventually([&] { return parked(name).empty(); }, 10s));
     got = applied(name);
