@@ -55,8 +55,8 @@ Relay::StreamRead Relay::stream_read(int limit) const {
         r.again += (i > 0 ? "," : "") + std::to_string(r.positions[i]);
     }
     r.again += "}";
-    // Nothing past the frontier while retries wait outside this read (Progress::covers_retries).
-    r.past = std::to_string(progress_.covers_retries(r.positions) ? progress_.frontier()
+    // Nothing past the frontier while gaps or retries wait outside this read (Progress::covers_rechecks).
+    r.past = std::to_string(progress_.covers_rechecks(r.positions) ? progress_.frontier()
                                                                   : std::numeric_limits<int64_t>::max());
     r.limit = std::to_string(std::max(limit, 1));
     return r;

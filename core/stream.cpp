@@ -75,9 +75,10 @@ std::vector<int64_t> Progress::recheck(size_t limit) const {
     return out;
 }
 
-bool Progress::covers_retries(const std::vector<int64_t> &rechecked) const {
-    const auto n = std::count_if(rechecked.begin(), rechecked.end(), [this](int64_t p) { return retry_.count(p) > 0; });
-    return static_cast<size_t>(n) == retry_.size();
+bool Progress::covers_rechecks(const std::vector<int64_t> &rechecked) const {
+    const auto n = std::count_if(rechecked.begin(), rechecked.end(),
+                                 [this](int64_t p) { return retry_.count(p) > 0 || gaps_.count(p) > 0; });
+    return static_cast<size_t>(n) == retry_.size() + gaps_.size();
 }
 
 bool Progress::done(int64_t position) const {

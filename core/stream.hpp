@@ -49,10 +49,12 @@ class Progress {
     // Positions at or below the frontier to read again: gaps and events to retry, at most `limit`.
     [[nodiscard]] std::vector<int64_t> recheck(size_t limit) const;
     [[nodiscard]] size_t gaps() const { return gaps_.size(); }
-    // Whether `rechecked` (from recheck()) holds every retry. When it does not, events past the
-    // frontier must wait: one of them could be the next of an aggregate whose earlier event is a
-    // retry left out, and would go first. This also bounds the retries to about two batches.
-    [[nodiscard]] bool covers_retries(const std::vector<int64_t> &rechecked) const;
+    // Whether `rechecked` (from recheck()) holds every gap and every retry. When it does not, events
+    // past the frontier must wait: one of them could be the next of an aggregate whose earlier
+    // event is a retry, or a gap that has committed since, left out of the read, and would go
+    // first. (Gaps outnumber a batch when many writers roll back, or under load before they are
+    // found final.) This also bounds the retries to about two batches.
+    [[nodiscard]] bool covers_rechecks(const std::vector<int64_t> &rechecked) const;
     // Whether a position read is done already (loaded from the database after a restart).
     [[nodiscard]] bool done(int64_t position) const;
 
