@@ -686,6 +686,10 @@ std::vector<std::string> relay_args(const outbox::Config &cfg, const std::string
 TEST_F(AdminTest, MetricsAreValidPrometheusTextAndCountTheRelaysWork) {
     Collector col(cfg.exchange);
     const int port = free_port();
+    // A subscriber's parked aggregate, as its consumer loop records one (core/held.hpp).
+    db->exec("INSERT INTO " + outbox::ident::qualified(cfg.schema, cfg.inbox_table + "_held") +
+             " (consumer, aggregate_type, aggregate_id, state, attempts, first_failed_at)"
+             " VALUES ('search-indexer', 'PRD', '7', 'parked', 5, now() - interval '90 seconds')");
     Child relay(relay_args(cfg, amqp_url(), port));
     write_events(20, 5, "m");
     httplib::Client http("127.0.0.1", port);
@@ -711,6 +715,11 @@ TEST_F(AdminTest, MetricsAreValidPrometheusTextAndCountTheRelaysWork) {
     EXPECT_EQ(samples["outbox_relay_batch_duration_seconds_bucket{le=\"+Inf\"}"],
               samples["outbox_relay_batch_duration_seconds_count"]);
     EXPECT_EQ(samples.count("outbox_lag_seconds"), 1u);
+    EXPECT_EQ(samples["outbox_parked_aggregates{subscriber=\"search-indexer\"}"], 1);
+    EXPECT_EQ(samples["outbox_retrying_aggregates{subscriber=\"search-indexer\"}"], 0);
+    EXPECT_GE(samples["outbox_oldest_parked_age_seconds{subscriber=\"search-indexer\"}"], 89);
+    EXPECT_EQ(samples.count("outbox_relay_parked_aggregates"), 1u);
+    EXPECT_EQ(samples["outbox_relay_parked_aggregates"], 0);
     EXPECT_EQ(col.collect(20).size(), 20u);
     auto health = http.Get("/healthz");
     ASSERT_TRUE(health);

@@ -1426,7 +1426,7 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
         },
         30s))
         << "q3 parked after 3 attempts, q7 at once, 9 events behind each; log:" << join_lines(consumer.log());
-    EXPECT_TRUE(wait_drained(name, 15s)) << "no delivery is held at the broker";
+    EXPECT_TRUE(wait_drained(name, 40s)) << "no delivery is held at the broker";
     EXPECT_EQ(q3_calls.load(), 3) << "consumer.max_attempts attempts, then parked";
     for (const auto &p : parked(name)) {
         EXPECT_EQ(p.head_seq, 1) << p.aggregate_id;
