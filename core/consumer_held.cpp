@@ -184,6 +184,7 @@ void ConsumerLoop::sql_done(const std::vector<std::optional<std::string>> &row) 
         return;
     }
     case Ph::release:
+        held_more_ = !row.empty() && row[0] && (*row[0] == "t" || *row[0] == "true" || *row[0] == "1");
         sql(Ph::release_commit, SqlKind::commit, tx(SqlKind::commit));
         return;
     case Ph::fail_begin:
@@ -200,10 +201,11 @@ void ConsumerLoop::sql_done(const std::vector<std::optional<std::string>> &row) 
         finish(Outcome::held, reason_, std::nullopt);
         return;
     case Ph::release_commit:
-        if (first_time_) {
-            c_.log(LogLevel::info, "consumer " + c_.name() + ": event " + cur_->event_id + " of held aggregate " +
-                                       agg_name(held_agg_) + " handled");
-        }
+        // A state change at info (the aggregate is live again); each held event handled at debug.
+        c_.log(held_more_ ? LogLevel::debug : LogLevel::info,
+               "consumer " + c_.name() + ": event " + cur_->event_id + " of held aggregate " + agg_name(held_agg_) +
+                   (first_time_ ? " handled" : " was processed before") +
+                   (held_more_ ? "; its next held event is due now" : "; the aggregate is live again"));
         finish(first_time_ ? Outcome::handled : Outcome::duplicate, "", std::nullopt);
         return;
     case Ph::none:

@@ -148,6 +148,7 @@ class ConsumerLoop {
     held::Aggregate held_agg_;
     std::string held_state_;
     int64_t held_attempts_ = 0;
+    bool held_more_ = false; // the release left more events of the aggregate held
     std::chrono::steady_clock::time_point next_claim_;
     Outcome outcome_ = Outcome::handled;
     std::string reason_;
