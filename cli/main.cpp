@@ -2,6 +2,7 @@
 // API alone (outbox.h): every operator command is also a C call.
 #include "capi.hpp"
 #include "common.hpp"
+#include "console.hpp"
 #include "metrics.hpp"
 
 #include <cjson/cJSON.h>
@@ -482,6 +483,8 @@ struct Commands {
     std::string inbox_age;
     int inbox_batch = 5000;
     CLI::App *purge_inbox = nullptr;
+    ConsoleOptions co;
+    CLI::App *console = nullptr;
 };
 
 void define(CLI::App &app, Commands &c) {
@@ -559,6 +562,8 @@ void define(CLI::App &app, Commands &c) {
         "age such as 30d, 12h, 90m (default inbox.retention_s, 7d); never below inbox.retention_s");
     c.purge_inbox->add_option("--batch", c.inbox_batch, "rows deleted per statement (default 5000)")
         ->check(CLI::PositiveNumber);
+
+    c.console = define_console(app, c.co);
 }
 
 int dispatch(const Commands &c) {
@@ -585,6 +590,9 @@ int dispatch(const Commands &c) {
     }
     if (*c.tail) {
         return run_tail(c.tail_opts, c.to);
+    }
+    if (*c.console) {
+        return run_console(c.co);
     }
     return 0;
 }
