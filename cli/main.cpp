@@ -2,6 +2,7 @@
 // API alone (outbox.h): every operator command is also a C call.
 #include "capi.hpp"
 #include "common.hpp"
+#include "console.hpp"
 #include "metrics.hpp"
 #include "parked.hpp"
 
@@ -484,6 +485,8 @@ struct Commands {
     int inbox_batch = 5000;
     CLI::App *purge_inbox = nullptr;
     ParkedCommands parked;
+    ConsoleOptions co;
+    CLI::App *console = nullptr;
 };
 
 void define(CLI::App &app, Commands &c) {
@@ -562,6 +565,8 @@ void define(CLI::App &app, Commands &c) {
     c.purge_inbox->add_option("--batch", c.inbox_batch, "rows deleted per statement (default 5000)")
         ->check(CLI::PositiveNumber);
     define_parked(app, c.parked);
+
+    c.console = define_console(app, c.co);
 }
 
 int dispatch(const Commands &c) {
@@ -591,6 +596,9 @@ int dispatch(const Commands &c) {
     }
     if (int rc = run_parked(c.parked); rc >= 0) {
         return rc;
+    }
+    if (*c.console) {
+        return run_console(c.co);
     }
     return 0;
 }

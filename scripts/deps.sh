@@ -22,6 +22,8 @@ OUTBOX_DEB_PACKAGES=(
     clang-14 libclang-rt-14-dev
     # packet loss and drops inside the fault suite's own network namespace (tests/faults)
     nftables
+    # the operator console's browser test (tests/console): Debian's Chromium, headless, and its driver
+    chromium chromium-driver
 )
 
 # package -> shell test; when the test succeeds the package is not needed

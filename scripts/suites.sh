@@ -97,6 +97,13 @@ ctypes_suite() {
   python3 "$root/tests/ffi/ctypes_test.py" "$root/_install/lib/liboutbox.so"
 }
 
+# The operator console (`outbox console`): its HTTP API (tokens, roles, no state change through GET,
+# CSRF, the actions and their log lines) and Debian's Chromium headless through Selenium signing in,
+# listing, redriving and skipping against a real subscriber that parks aggregates (tests/console/run.sh).
+console_suite() {
+  "$root/tests/console/run.sh"
+}
+
 node_suite() {
   "$root/scripts/test_node.sh"
   # The tarball test_node.sh packed, installed and loaded with libpq, librabbitmq and libcjson

@@ -6,7 +6,8 @@
 #      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
 #   3. the installed library: header, pkg-config and CMake package, C example built against it;
 #      the quick subset of the fault-injection suite (tests/faults), local clusters included
-#   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so
+#   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so; the
+#      operator console (`outbox console`): its HTTP API, and Debian's Chromium headless driving it
 #   5. the Node package (node --test) and the Python package (pytest)
 #   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
 #   7. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
@@ -18,7 +19,7 @@
 #   scripts/test.sh SUITE...     only the named suites (in the order above), e.g. `scripts/test.sh python`
 #                                or `scripts/test.sh cxx security`; first the builds they need that no
 #                                named suite makes (`scripts/build.sh release` for faults, abi, valgrind,
-#                                php, ctypes; `scripts/build.sh asan` for security), and the services
+#                                php, ctypes, console; `scripts/build.sh asan` for security), and the services
 #                                only when a named suite needs them (runner and fuzz do not)
 #   scripts/test.sh --list       the suites' names, one a line, with what each runs
 # An unknown suite name is a usage error (exit 2).
@@ -28,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,24p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,25p' "$0"; exit 0; fi
 
 # Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
@@ -46,6 +47,7 @@ suite_table=(
   "valgrind|C examples under valgrind (memcheck)|300"
   "php|PHP package through FFI (DataStore, subscriber, php-cgi, Composer)|120"
   "ctypes|Python ctypes against liboutbox.so|120"
+  "console|operator console: HTTP API, and Chromium headless through list, redrive and skip|300"
   "node|Node: the npm tarball packed and installed, node --test against it|900"
   "python|Python (pytest)|900"
   "bench|bench: bench/run --quick produces every figure|600"
@@ -54,7 +56,7 @@ suite_table=(
 # What a suite needs that an earlier suite of the full run makes: the release build and _install/
 # (scripts/build.sh release, made by `installed`), the sanitizer build (scripts/build.sh asan, made
 # by `cxx`). Every other suite builds and installs what it uses itself.
-needs_release=" faults abi valgrind php ctypes "
+needs_release=" faults abi valgrind php ctypes console "
 needs_asan=" security "
 # Suites that use no PostgreSQL or RabbitMQ.
 no_services=" runner fuzz "
