@@ -202,11 +202,16 @@ void Sampler::sample(outbox_db *db) {
     std::map<std::string, const cJSON *> summary_of;
     const cJSON *row = nullptr;
     cJSON_ArrayForEach(row, summary.get()) {
-        cJSON_AddItemToArray(summary_view.get(), pick(row, {"consumer", "parked", "retrying", "oldest_parked_age_s"}));
+        cJSON_AddItemToArray(summary_view.get(),
+                             pick(row, {"consumer", "parked", "retrying", "oldest_parked_age_s", "lag_s"}));
         summary_of[consumer_of(row)] = row;
     }
-    // Each subscriber's lag: the age of its oldest held aggregate (the list is oldest failure first).
+    // Each subscriber's lag: outbox_parked_summary's (how far its newest processed event is behind
+    // the newest published one), and at least the age of its oldest held aggregate.
     std::map<std::string, double> lag;
+    for (const auto &[name, sub] : summary_of) {
+        lag[name] = number(sub, "lag_s");
+    }
     Json parked_view(cJSON_CreateArray(), cJSON_Delete);
     cJSON_ArrayForEach(row, list.get()) {
         cJSON *r = pick(row, {"consumer", "source", "aggregate_type", "aggregate_id", "state", "attempts",

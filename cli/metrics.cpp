@@ -87,7 +87,8 @@ void Metrics::set_parked(const std::string &summary_json) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(r, "consumer");
         if (held.size() < kMaxSubscribers) {
             held.push_back({cJSON_IsString(name) ? name->valuestring : "", number(r, "parked"), number(r, "retrying"),
-                            number(r, "oldest_parked_age_s")});
+                            number(r, "oldest_parked_age_s"),
+                            number(r, cJSON_IsString(name) ? "lag_s" : "oldest_unpublished_age_s")});
         }
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,6 +113,11 @@ std::string Metrics::render_held() const {
            &Held::retrying, false);
     family("outbox_oldest_parked_age_seconds", "Age of a subscriber's oldest parked aggregate (0 when none).",
            &Held::oldest_parked_age_s, false);
+    family("outbox_subscriber_lag_seconds",
+           "How far the newest event a subscriber processed is behind the newest one published, in event time.",
+           &Held::lag_s, false);
+    family("outbox_oldest_unpublished_age_seconds", "Age of the oldest event not yet published (0 when none).",
+           &Held::lag_s, true);
     family("outbox_relay_parked_aggregates", "Aggregates the relay parked (FAILED events, and those behind them).",
            &Held::parked, true);
     family("outbox_relay_oldest_parked_age_seconds", "Age of the relay's oldest parked aggregate (0 when none).",

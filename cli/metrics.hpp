@@ -54,6 +54,7 @@ class Metrics {
     struct Held {
         std::string subscriber; // empty: the relay
         double parked = 0, retrying = 0, oldest_parked_age_s = 0;
+        double lag_s = 0; // a subscriber's lag; the relay's: its oldest unpublished event's age
     };
     std::vector<Held> held_;
     [[nodiscard]] std::string render_held() const;

@@ -119,8 +119,13 @@ struct Summary {
     int64_t parked = 0;   // aggregates parked (waiting for an operator)
     int64_t retrying = 0; // aggregates being retried
     double oldest_parked_age_s = 0;
+    // A subscriber's lag: how far the newest event it processed is behind the newest event the
+    // relay published, in the events' own time (their uuid v7 ids); 0 when caught up. The relay's
+    // row: the age of its oldest unpublished event (0 when none).
+    double lag_s = 0;
 };
-// Per subscriber: what an operator alerts on (the metrics of a consumer process and the relay).
+// Per subscriber (every consumer with rows in the inbox, at most 200, and every one holding
+// aggregates), then the relay: what an operator alerts on (the relay's /metrics, the console).
 std::vector<Summary> summary(pg::Conn &conn, const Config &cfg);
 
 } // namespace outbox::held

@@ -223,24 +223,57 @@ std::string skip(pg::Conn &conn, const Config &cfg, const std::string &consumer,
     });
 }
 
+namespace {
+
+// The Unix milliseconds in a uuid v7's first 48 bits (SQL over the text column `col`).
+std::string v7_ms(const std::string &col) {
+    return "CASE WHEN substr(CAST(" + col + " AS text), 15, 1) = '7' THEN CAST(CAST(CAST('x' || substr(replace(CAST(" +
+           col + " AS text), '-', ''), 1, 12) AS bit(48)) AS bigint) AS double precision) END";
+}
+
+// Per consumer: held aggregates (parked, retrying, the oldest parked age) and the lag. Consumers are
+// found by a skip scan of the inbox's key (its first column), the newest event each processed by
+// the last entry of that key per partition: a few index probes per consumer, never a count.
+std::string consumers_sql(const Config &cfg) {
+    const std::string inbox = cfg.inbox_qualified(), held_t = table(cfg, "_held");
+    return "WITH RECURSIVE c AS (SELECT min(consumer) AS consumer, 1 AS n FROM " + inbox +
+           " UNION ALL SELECT (SELECT min(i.consumer) FROM " + inbox +
+           " i WHERE i.consumer > c.consumer), c.n + 1 FROM c WHERE c.consumer IS NOT NULL AND c.n < 200),"
+           " names AS (SELECT consumer FROM c WHERE consumer IS NOT NULL UNION SELECT DISTINCT consumer FROM " +
+           held_t + "), newest AS (SELECT " + v7_ms("e.outbox_id") + " AS ms FROM " + stream::events_table(cfg) +
+           " e WHERE e.position <= (SELECT max(cursor) FROM " + stream::relay_table(cfg) +
+           ") ORDER BY e.position DESC LIMIT 1)"
+           " SELECT n.consumer, count(*) FILTER (WHERE h.state = 'parked'), count(*) FILTER (WHERE h.state <> 'parked'),"
+           " COALESCE(extract(epoch FROM now() - min(h.first_failed_at) FILTER (WHERE h.state = 'parked')), 0),"
+           " COALESCE(GREATEST(0, ((SELECT ms FROM newest) - (SELECT " +
+           v7_ms("i.outbox_id") + " FROM " + inbox +
+           " i WHERE i.consumer = n.consumer ORDER BY i.outbox_id DESC LIMIT 1)) / 1000.0), 0)"
+           " FROM names n LEFT JOIN " +
+           held_t + " h ON h.consumer = n.consumer GROUP BY n.consumer ORDER BY n.consumer";
+}
+
+} // namespace
+
 std::vector<Summary> summary(pg::Conn &conn, const Config &cfg) {
     std::vector<Summary> out;
+    auto real = [](const pg::Result &r, int i, int c) { return std::strtod(std::string(r.get(i, c)).c_str(), nullptr); };
     if (have_tables(conn, cfg)) {
-        pg::Result r = conn.exec("SELECT consumer, count(*) FILTER (WHERE state = 'parked'),"
-                                 " count(*) FILTER (WHERE state <> 'parked'), COALESCE(extract(epoch FROM now() -"
-                                 " min(first_failed_at) FILTER (WHERE state = 'parked')), 0) FROM " +
-                                 table(cfg, "_held") + " GROUP BY consumer ORDER BY consumer");
+        pg::Result r = conn.exec(consumers_sql(cfg));
         for (int i = 0; i < r.rows(); ++i) {
-            out.push_back({std::string(r.get(i, 0)), r.get_int(i, 1), r.get_int(i, 2),
-                           std::strtod(std::string(r.get(i, 3)).c_str(), nullptr)});
+            out.push_back({std::string(r.get(i, 0)), r.get_int(i, 1), r.get_int(i, 2), real(r, i, 3), real(r, i, 4)});
         }
     }
-    pg::Result r = conn.exec("SELECT count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE status = 'FAILED'),"
-                             " count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE status <> 'FAILED'),"
-                             " COALESCE(extract(epoch FROM now() - min(parked_at) FILTER (WHERE status = 'FAILED')), 0)"
-                             " FROM " +
-                             stream::parked_table(cfg));
-    out.push_back({"", r.get_int(0, 0), r.get_int(0, 1), std::strtod(std::string(r.get(0, 2)).c_str(), nullptr)});
+    // The relay: its parked aggregates, and its oldest unpublished event: a parked one, or the first
+    // above the cursor (nothing below the cursor is left unpublished but the parked ones).
+    const std::string parked_t = stream::parked_table(cfg);
+    pg::Result r = conn.exec(
+        "SELECT count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE status = 'FAILED'),"
+        " count(DISTINCT (aggregate_type, aggregate_id)) FILTER (WHERE status <> 'FAILED'),"
+        " COALESCE(extract(epoch FROM now() - min(parked_at) FILTER (WHERE status = 'FAILED')), 0),"
+        " COALESCE(extract(epoch FROM now() - LEAST(min(created_at), (SELECT e.created_at FROM " +
+        stream::events_table(cfg) + " e WHERE e.position > (SELECT max(cursor) FROM " + stream::relay_table(cfg) +
+        ") ORDER BY e.position LIMIT 1))), 0) FROM " + parked_t);
+    out.push_back({"", r.get_int(0, 0), r.get_int(0, 1), real(r, 0, 2), real(r, 0, 3)});
     return out;
 }
 

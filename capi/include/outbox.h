@@ -1357,8 +1357,13 @@ OUTBOX_API outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, co
                                             const char *aggregate_type, const char *aggregate_id,
                                             const char *event_id, const char *by, const char *reason);
 /**
- * What an operator alerts on, per subscriber, as a JSON array of {"consumer" (null: the relay),
- * "parked" (aggregates waiting for an operator), "retrying", "oldest_parked_age_s"}.
+ * What an operator alerts on, per subscriber, as a JSON array of {"consumer", "parked" (aggregates
+ * waiting for an operator), "retrying", "oldest_parked_age_s", "lag_s"}, then the relay's
+ * {"consumer": null, "parked", "retrying", "oldest_parked_age_s", "oldest_unpublished_age_s"}. A
+ * subscriber's lag is how far the newest event it processed is behind the newest event the relay
+ * published, in the events' time (uuid v7 ids); 0 when caught up. The subscribers are those with
+ * rows in the inbox (at most 200) and those holding aggregates; the figures cost a few index
+ * probes per subscriber, never a count of events.
  * @param[out] json_out the JSON text (owned: free with outbox_string_free()).
  * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT, OUTBOX_ERR_SCHEMA, OUTBOX_ERR_DATABASE,
  *         OUTBOX_ERR_CONNECTION.

@@ -23,10 +23,12 @@ std::string summary_json(const std::vector<outbox::held::Summary> &rows) {
         } else {
             outbox::json::append_string(s, r.consumer);
         }
-        char age[40];
+        char age[40], lag[40];
         std::snprintf(age, sizeof age, "%.3f", r.oldest_parked_age_s);
+        std::snprintf(lag, sizeof lag, "%.3f", r.lag_s);
         s += ",\"parked\":" + std::to_string(r.parked) + ",\"retrying\":" + std::to_string(r.retrying) +
-             ",\"oldest_parked_age_s\":" + age + "}";
+             ",\"oldest_parked_age_s\":" + age + (r.consumer.empty() ? ",\"oldest_unpublished_age_s\":" : ",\"lag_s\":") +
+             lag + "}";
     }
     return s + "]";
 }

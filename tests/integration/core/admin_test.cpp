@@ -720,6 +720,8 @@ TEST_F(AdminTest, MetricsAreValidPrometheusTextAndCountTheRelaysWork) {
     EXPECT_GE(samples["outbox_oldest_parked_age_seconds{subscriber=\"search-indexer\"}"], 89);
     EXPECT_EQ(samples.count("outbox_relay_parked_aggregates"), 1u);
     EXPECT_EQ(samples["outbox_relay_parked_aggregates"], 0);
+    EXPECT_EQ(samples.count("outbox_subscriber_lag_seconds{subscriber=\"search-indexer\"}"), 1u);
+    EXPECT_EQ(samples.count("outbox_oldest_unpublished_age_seconds"), 1u);
     EXPECT_EQ(col.collect(20).size(), 20u);
     auto health = http.Get("/healthz");
     ASSERT_TRUE(health);

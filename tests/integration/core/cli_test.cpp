@@ -77,7 +77,7 @@ TEST_F(CliTest, AMissingTableSaysToRunMigrate) {
 TEST_F(CliTest, EveryHelpThatMentionsConfigurationKeysListsThem) {
     int rc = -1;
     for (const char *sub :
-         {"migrate", "relay", "stats", "retry-failed", "purge", "replay", "tail", "purge-inbox", "console"}) {
+         {"migrate", "relay", "stats", "retry-failed", "purge", "replay", "tail", "purge-inbox", "console", "parked"}) {
         const std::string out = cli({sub, "--help"}, &rc);
         EXPECT_EQ(rc, 0) << sub;
         if (out.find("--set") == std::string::npos && out.find("--config") == std::string::npos) {

@@ -1508,6 +1508,15 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     db->exec_simple("COMMIT");
     ASSERT_EQ(drain(relay).published, 10);
     ASSERT_TRUE(eventually([&] { return effect_rows(name) == kEvents - 1 + 10; }, 15s));
+    bool summarized = false;
+    for (const auto &sum : outbox::held::summary(*db, cfg)) {
+        if (sum.consumer == name) {
+            summarized = true;
+            EXPECT_EQ(sum.parked + sum.retrying, 0);
+            EXPECT_LT(sum.lag_s, 5) << "caught up: its newest event is about the newest published";
+        }
+    }
+    EXPECT_TRUE(summarized) << "the summary names every subscriber with inbox rows";
     EXPECT_LT(consumer.stop(), 3000);
     EXPECT_EQ(consumer.error(), "");
 }

@@ -545,6 +545,7 @@ TEST_F(PartitionTest, InstancesOfANewSubscriberStartedTogetherAllConnect) {
 TEST_F(PartitionTest, PoisonEventIsDeadLetteredWithItsAggregateAndLaterEventsGoOn) {
     const std::string name = subscriber("it-poison", 2);
     cfg.set("consumer.delivery_limit", "2");
+    cfg.set("consumer.on_failure", "requeue"); // the redelivering way; ParkTest is of parking
     std::mutex mu;
     std::vector<std::string> orders;
     Instance a(partitioned(2, "a"), name, [&](outbox::pg::Conn &tx, const outbox::Delivery &d) {
