@@ -54,9 +54,9 @@ inline const char *const kConsoleHtml = R"HTML(<!doctype html>
     </section>
     <section>
       <h2>Subscribers</h2>
-      <p class="hint">Lag: seconds since the first failure of the oldest aggregate the subscriber holds back
-        (retrying, redriving or parked) in PostgreSQL; 0 when it holds none. Messages waiting in its queue
-        are not counted.</p>
+      <p class="hint">Lag: how far the newest event the subscriber processed is behind the newest event
+        published, in the events' time, and at least the age of the oldest aggregate it holds back
+        (retrying, redriving or parked); 0 when it is caught up and holds none.</p>
       <table id="subscribers">
         <thead><tr><th>Subscriber</th><th>Lag</th><th>Parked</th><th>Retrying</th><th>Oldest parked</th>
           <th>Lag, last hour</th><th></th></tr></thead>
