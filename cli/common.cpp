@@ -1,5 +1,10 @@
 #include "common.hpp"
 
+#include <sys/time.h>
+
+#include <cstdio>
+#include <ctime>
+
 #include <fstream>
 
 namespace outbox::cli {
@@ -106,6 +111,17 @@ std::string keys_help() {
         out += "  " + k + help + "\n";
     }
     return out;
+}
+
+std::string timestamp() {
+    timeval tv{};
+    gettimeofday(&tv, nullptr);
+    std::tm tm{};
+    gmtime_r(&tv.tv_sec, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec / 1000));
+    return buf;
 }
 
 } // namespace outbox::cli

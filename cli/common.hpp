@@ -29,6 +29,9 @@ void add_common(CLI::App &cmd, CommonOptions &opts, bool with_amqp);
 // flags < --set.
 ConfigPtr build_config(const CommonOptions &opts);
 
+// Now in UTC, ISO 8601 with milliseconds: the time stamp of the command's log lines.
+std::string timestamp();
+
 // Lines of "key  help" for every configuration key, for --help footers.
 std::string keys_help();
 

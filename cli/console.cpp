@@ -23,17 +23,6 @@ namespace {
 
 const char *const kCookie = "outbox_console_session";
 
-std::string timestamp() {
-    timeval tv{};
-    gettimeofday(&tv, nullptr);
-    std::tm tm{};
-    gmtime_r(&tv.tv_sec, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec / 1000));
-    return buf;
-}
-
 // One line on stderr, as `outbox relay` logs: control characters escaped, so no aggregate id or
 // reason can start a forged line of its own.
 void log(const char *level, const std::string &text) {

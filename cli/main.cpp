@@ -82,17 +82,6 @@ struct RelayOptions {
     std::string max_lag = "300s";
 };
 
-std::string timestamp() {
-    timeval tv{};
-    gettimeofday(&tv, nullptr);
-    std::tm tm{};
-    gmtime_r(&tv.tv_sec, &tm);
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec / 1000));
-    return buf;
-}
-
 // Where the relay's log lines go: stderr, as text or JSON lines, from a minimum level on.
 struct LogSink {
     bool json = false;

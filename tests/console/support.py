@@ -72,6 +72,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop_all(console, relay, sub, ob):
+    """A fixture's teardown: the console, the relay daemon, the subscriber, the schema."""
+    console.stop()
+    relay.terminate()
+    relay.wait(15)
+    sub.stop()
+    ob.close()
+
+
 def wait_until(what, predicate, timeout=20.0, interval=0.2):
     deadline = time.monotonic() + timeout
     while True:

@@ -17,7 +17,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-from support import Console, Outbox, Subscriber, wait_until  # noqa: E402
+from support import Console, Outbox, Subscriber, stop_all, wait_until  # noqa: E402
 
 CHROMIUM = os.environ.get("OUTBOX_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("OUTBOX_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -42,11 +42,7 @@ def world(tmp_path_factory):
         (console.parked("search-indexer", a) or [{}])[0].get("state") for a in ("2077", "3120", "4501")] == [
         "parked", "parked", "retrying"])
     yield ob, sub, console, ids
-    console.stop()
-    relay.terminate()
-    relay.wait(15)
-    sub.stop()
-    ob.close()
+    stop_all(console, relay, sub, ob)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from support import OUTBOX, Console, Outbox, Subscriber, wait_until
+from support import OUTBOX, Console, Outbox, Subscriber, stop_all, wait_until
 
 ACTIONS = ["/api/retry", "/api/redrive", "/api/redrive-all", "/api/skip"]
 
@@ -28,11 +28,7 @@ def world(tmp_path_factory):
     wait_until("bad-1 and bad-2 parked", lambda: all(
         [r["state"] for r in console.parked("search", a)] == ["parked"] for a in ("bad-1", "bad-2")))
     yield ob, sub, console, ids
-    console.stop()
-    relay.terminate()
-    relay.wait(15)
-    sub.stop()
-    ob.close()
+    stop_all(console, relay, sub, ob)
 
 
 def head(console, consumer, aggregate_id):
