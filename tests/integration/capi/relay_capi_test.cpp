@@ -172,15 +172,9 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "16"), OUTBOX_OK) << outbox_last_error();
     constexpr int kAggregates = 24;
     constexpr int kPerAggregate = 25;
-    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
     for (int k = 0; k < kPerAggregate; ++k) {
-        for (int a = 0; a < kAggregates; ++a) {
-            outbox_event *ev = make_event("ov" + std::to_string(a));
-            ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
-            outbox_event_free(ev);
-        }
+        write(kAggregates, "ov");
     }
-    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK) << outbox_last_error();
 
     outbox_relay *relay = nullptr;
     ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
@@ -215,13 +209,7 @@ TEST_F(RelayCapiTest, StepsDrainABacklogEachStepRecordingItsOutcomes) {
 // while the first holds it, then takes over once it is freed.
 TEST_F(RelayCapiTest, SettleWithoutOverlapDoesNothingAndASecondRelayTakesOverWhenTheFirstIsFreed) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
-    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
-    for (int a = 0; a < 200; ++a) {
-        outbox_event *ev = make_event("settle" + std::to_string(a));
-        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
-        outbox_event_free(ev);
-    }
-    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK) << outbox_last_error();
+    write(200, "settle");
     outbox_relay *relay = nullptr;
     ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
     outbox_relay_stats st;
@@ -382,13 +370,7 @@ TEST_F(RelayCapiTest, UnreachableServersAreConnectionErrorsWithoutPasswords) {
 TEST_F(RelayCapiTest, WithOverlapSettleRecordsTheBatchAStepLeftInFlight) {
     ASSERT_EQ(outbox_config_set(cfg, "relay.batch_size", "10"), OUTBOX_OK) << outbox_last_error();
     ASSERT_EQ(outbox_config_set(cfg, "relay.overlap", "true"), OUTBOX_OK) << outbox_last_error();
-    ASSERT_EQ(outbox_db_exec(db, "BEGIN"), OUTBOX_OK) << outbox_last_error();
-    for (int a = 0; a < 45; ++a) {
-        outbox_event *ev = make_event("overlap" + std::to_string(a));
-        ASSERT_EQ(outbox_write(db, ev), OUTBOX_OK) << outbox_last_error();
-        outbox_event_free(ev);
-    }
-    ASSERT_EQ(outbox_db_exec(db, "COMMIT"), OUTBOX_OK) << outbox_last_error();
+    write(45, "overlap");
     outbox_relay *relay = nullptr;
     ASSERT_EQ(outbox_relay_new(&relay, cfg), OUTBOX_OK) << outbox_last_error();
     outbox_relay_stats st;
