@@ -32,7 +32,10 @@ const char *sql_text(SqlKind kind) {
 }
 
 ConsumerLoop::ConsumerLoop(Consumer &consumer, LoopConn conn, pg::Conn *lent, LoopOptions options)
-    : c_(consumer), conn_(conn), lent_(lent), opt_(std::move(options)), last_message_(Clock::now()) {
+    : c_(consumer), conn_(conn), lent_(lent), opt_(std::move(options)), last_message_(Clock::now()),
+      // The first look for due retries comes after the first wait for a message, which connects
+      // (and, partitioned, joins and heartbeats) first.
+      next_claim_(Clock::now() + std::chrono::milliseconds(consumer.config().consumer_retry_poll_ms)) {
     if (conn_ == LoopConn::library_lent && lent_ == nullptr) {
         fail(Errc::invalid_argument, "a lent connection is needed");
     }

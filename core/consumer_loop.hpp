@@ -149,7 +149,6 @@ class ConsumerLoop {
     std::string held_state_;
     int64_t held_attempts_ = 0;
     bool held_more_ = false; // the release left more events of the aggregate held
-    std::chrono::steady_clock::time_point next_claim_;
     Outcome outcome_ = Outcome::handled;
     std::string reason_;
     std::optional<Error> after_; // what to do once the delivery in hand is settled
@@ -160,6 +159,7 @@ class ConsumerLoop {
     int wait_ms_ = 0;
     int64_t handled_ = 0;
     std::chrono::steady_clock::time_point last_message_;
+    std::chrono::steady_clock::time_point next_claim_; // when the loop next looks for due held aggregates
     std::optional<Error> error_;
 };
 
