@@ -228,6 +228,7 @@ def _effects(admin, schema):
 
 @pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
 def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg, consumer_name, driver):
+    cfg["consumer.on_failure"] = "requeue"  # redelivered by the broker (park: test_park.py)
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 6)
     failed = set()
     seen = []
@@ -304,6 +305,7 @@ def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg
 
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2", "sqlalchemy"])
 def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
+    cfg["consumer.on_failure"] = "requeue"
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 4)
     failed = set()
 
@@ -336,7 +338,8 @@ def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, c
 
 def test_a_session_is_left_outside_a_transaction_after_a_failed_handler(admin, schema, cfg, consumer_name):
     # Whether the connection is lost after the loop's ROLLBACK is read without beginning: the Session
-    # holds no pooled connection afterwards, and runs again.
+    # holds no pooled connection afterwards, and runs again (requeue: the failed event comes back).
+    cfg["consumer.on_failure"] = "requeue"
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 1)
 
     def fail(msg: outbox.Message, session) -> None:
@@ -444,6 +447,7 @@ def test_async_consumer_a_lost_database_is_no_attempt_and_failures_end_at_the_li
     # The library's loop in asyncio: a database lost under the handler ends run_async on the lent
     # connection (ConnectionLost) and is not counted; a handler that keeps failing runs
     # consumer.delivery_limit times, then its event is dead-lettered.
+    cfg["consumer.on_failure"] = "requeue"
     cfg["consumer.delivery_limit"] = 2
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 2)
 
