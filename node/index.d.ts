@@ -34,6 +34,15 @@ export class OutboxError extends Error {
   readonly retriable: boolean;
 }
 
+/**
+ * Throw it from a consume() handler when the event can never succeed: its aggregate is parked at
+ * once, with no retries (any other error is transient: retried with backoff, then parked). An error
+ * with `permanent: true` counts as one too.
+ */
+export class PermanentFailure extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
+}
+
 /** status name -> number (outbox_status). */
 export const status: Readonly<Record<'OK' | ErrorCode, number>>;
 
@@ -187,7 +196,41 @@ export class Database {
   dedupe(key: DedupeKey): Promise<DedupeResult>;
   /** Removes inbox rows older than olderThanSeconds by whole partitions (refused below inbox.retention_s); resolves with the count. */
   purgeInbox(olderThanSeconds: number | bigint, batch?: number): Promise<number>;
+  /** The aggregates held after a handler's failure, oldest first; consumer null: every subscriber's. */
+  parked(consumer?: string | null, options?: { includeRelay?: boolean; limit?: number }): Promise<ParkedAggregate[]>;
+  /** Tries a held aggregate's head once more now, then its held events in order; resolves with 1 if it was held, else 0. */
+  redrive(consumer: string | null, aggregateType: string | null, aggregateId: string | number): Promise<number>;
+  /** Redrives every parked aggregate of the consumer; resolves with how many. */
+  redriveAll(consumer: string): Promise<number>;
+  /**
+   * Skips a held aggregate's head, recorded with `by` and `reason`: its next held event is due now.
+   * Resolves with the skipped event's id; NOT_FOUND when not held, or the head is not `eventId`.
+   */
+  skip(consumer: string, aggregateType: string | null, aggregateId: string | number,
+    options: { by: string; reason?: string; eventId?: string | null }): Promise<string>;
   close(): Promise<void>;
+}
+
+/** An aggregate held after a handler's failure (outbox_parked_list). */
+export interface ParkedAggregate {
+  /** the subscriber; null for the relay's */
+  consumer: string | null;
+  source: 'consumer' | 'relay';
+  aggregateType: string | null;
+  aggregateId: string;
+  /** retrying: attempts left; parked: waiting for redrive or skip; redriving: redriven, not yet tried */
+  state: 'retrying' | 'redriving' | 'parked';
+  attempts: number;
+  headEventId: string;
+  headEventType: string | null;
+  headSeq: number;
+  lastError: string | null;
+  firstFailedAt: string | null;
+  lastFailedAt: string | null;
+  nextAttemptAt: string | null;
+  /** events held behind the head */
+  waiting: number;
+  parkedAgeS: number;
 }
 
 /** What one relay step did. `claimed`, `claimUs` and `markUs` keep version 1's names: the events read, the time reading, the time recording outcomes. */
@@ -289,7 +332,11 @@ export class Consumer implements AsyncIterable<Message> {
   /** The next event, or null after timeoutMs. */
   next(timeoutMs?: number): Promise<Message | null>;
   [Symbol.asyncIterator](): AsyncIterator<Message>;
-  /** BEGIN, dedupe, handler, COMMIT, ack for each event until stop(); resolves then. */
+  /**
+   * BEGIN, dedupe, handler, COMMIT, ack for each event until stop(); resolves then. A handler that
+   * throws rolls back; its aggregate is held, retried with backoff and parked after
+   * consumer.max_attempts (PermanentFailure: at once) until Database.redrive() or skip().
+   */
   consume<C extends Queryable = Queryable>(handler: Handler<C>, options?: ConsumeOptions<C>): Promise<void>;
   dedupe(target: Queryable | Database, message: Message): Promise<DedupeResult>;
   stop(): void;

@@ -147,6 +147,28 @@ py::tuple query_result(const outbox_rows *res) {
     return py::make_tuple(rows, outbox_rows_affected(res), opt_str(outbox_rows_command(res)));
 }
 
+// An optional text argument: None is NULL.
+class OptText {
+  public:
+    OptText(const py::object &o, const char *what) : has_(!o.is_none()) {
+        if (has_) {
+            s_ = cstr(o, what);
+        }
+    }
+    const char *get() const { return has_ ? s_.c_str() : nullptr; }
+
+  private:
+    bool has_;
+    std::string s_;
+};
+
+// A string the library allocated, copied and given back to its free.
+std::string owned_text(char *s) {
+    std::string out = s != nullptr ? s : "";
+    outbox_string_free(s);
+    return out;
+}
+
 class Db {
   public:
     Db(outbox_db *h, bool owned, bool view = false) : h_(h), owned_(owned), view_(view) {}
@@ -264,6 +286,50 @@ class Db {
         int64_t deleted = 0;
         check(locked(mu_, [&] { return failure(outbox_inbox_purge(&deleted, h, older_than_s, batch)); }));
         return deleted;
+    }
+    // Parked aggregates (outbox_parked_*): the JSON texts as they are, for the package to parse.
+    std::string parked_list(const py::object &consumer, bool include_relay, int limit) {
+        const OptText who(consumer, "consumer");
+        outbox_db *h = handle();
+        char *json = nullptr;
+        check(locked(mu_,
+                     [&] { return failure(outbox_parked_list(&json, h, who.get(), include_relay ? 1 : 0, limit)); }));
+        return owned_text(json);
+    }
+    int64_t parked_redrive(const py::object &consumer, const py::object &aggregate_type,
+                           const std::string &aggregate_id) {
+        const OptText who(consumer, "consumer");
+        const OptText at(aggregate_type, "aggregate_type");
+        no_nul(aggregate_id, "aggregate_id");
+        outbox_db *h = handle();
+        int64_t n = 0;
+        check(locked(mu_,
+                     [&] { return failure(outbox_parked_redrive(&n, h, who.get(), at.get(), aggregate_id.c_str())); }));
+        return n;
+    }
+    int64_t parked_redrive_all(const py::object &consumer) {
+        const OptText who(consumer, "consumer");
+        outbox_db *h = handle();
+        int64_t n = 0;
+        check(locked(mu_, [&] { return failure(outbox_parked_redrive_all(&n, h, who.get())); }));
+        return n;
+    }
+    std::string parked_skip(const py::object &consumer, const py::object &aggregate_type,
+                            const std::string &aggregate_id, const py::object &event_id, const std::string &by,
+                            const std::string &reason) {
+        const OptText at(aggregate_type, "aggregate_type");
+        const OptText eid(event_id, "event_id");
+        const OptText who(consumer, "consumer");
+        no_nul(aggregate_id, "aggregate_id");
+        no_nul(by, "by");
+        no_nul(reason, "reason");
+        outbox_db *h = handle();
+        char *skipped = nullptr;
+        check(locked(mu_, [&] {
+            return failure(outbox_parked_skip(&skipped, h, who.get(), at.get(), aggregate_id.c_str(), eid.get(),
+                                              by.c_str(), reason.c_str()));
+        }));
+        return owned_text(skipped);
     }
 
     // The caller's own SQL with text parameters (outbox_db_query). Returns (rows, affected, status);
@@ -698,10 +764,12 @@ PYBIND11_MODULE(_native, m) {
              {"LOOP_SQL_DEDUPE", OUTBOX_LOOP_SQL_DEDUPE},
              {"LOOP_SQL_COMMIT", OUTBOX_LOOP_SQL_COMMIT},
              {"LOOP_SQL_ROLLBACK", OUTBOX_LOOP_SQL_ROLLBACK},
+             {"LOOP_SQL_STATEMENT", OUTBOX_LOOP_SQL_STATEMENT},
              {"LOOP_LIBRARY", OUTBOX_LOOP_LIBRARY},
              {"LOOP_DRIVER_LENT", OUTBOX_LOOP_DRIVER_LENT},
              {"HANDLER_OK", OUTBOX_HANDLER_OK},
              {"HANDLER_FAILED", OUTBOX_HANDLER_FAILED},
+             {"HANDLER_PERMANENT", OUTBOX_HANDLER_PERMANENT},
              {"TX_IDLE", OUTBOX_TX_IDLE},
              {"TX_ACTIVE", OUTBOX_TX_ACTIVE},
              {"TX_INTRANS", OUTBOX_TX_INTRANS},
@@ -774,6 +842,11 @@ PYBIND11_MODULE(_native, m) {
         .def("write", &Db::write, "fields"_a)
         .def("dedupe", &Db::dedupe, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a)
         .def("purge_inbox", &Db::purge_inbox, "older_than_s"_a, "batch"_a)
+        .def("parked_list", &Db::parked_list, "consumer"_a, "include_relay"_a, "limit"_a)
+        .def("parked_redrive", &Db::parked_redrive, "consumer"_a, "aggregate_type"_a, "aggregate_id"_a)
+        .def("parked_redrive_all", &Db::parked_redrive_all, "consumer"_a)
+        .def("parked_skip", &Db::parked_skip, "consumer"_a, "aggregate_type"_a, "aggregate_id"_a, "event_id"_a, "by"_a,
+             "reason"_a)
         .def("execute", &Db::execute, "sql"_a, "params"_a);
 
     m.def("render_write", &render_write, "config"_a, "fields"_a);

@@ -1,13 +1,12 @@
 'use strict';
-// Consumer: a durable queue of one's own on the exchange (outbox_consumer_*), as an async iterator
-// of Messages (settle them yourself), or consume(handler): the library's consumer loop
-// (outbox_loop_*), the same in every language, whose statements run on a node-postgres client.
+// Consumer: a durable queue of one's own on the exchange (outbox_consumer_*), as an async iterator of Messages (settle
+// them yourself), or consume(handler): the library's consumer loop (outbox_loop_*), its statements on node-postgres.
 const native = require('./native');
 const { Handle } = require('./handle');
 const { Database } = require('./database');
 const { makeConfig, loggerOf } = require('./config');
 const { dedupeOn } = require('./pg');
-const { outboxError, typeError } = require('./errors');
+const { PermanentFailure, outboxError, typeError } = require('./errors');
 
 const SLICE_MS = 500; // longest native wait, so stop() and other calls on the handle are prompt
 const L = native.loop; // the loop's actions and statements, from outbox.h
@@ -18,9 +17,7 @@ class Message {
   /** @private made by Consumer: the event's fields, seq, delivery and body (outbox_message_*) */
   constructor(consumer, handle) {
     for (let i = 0; i < MESSAGE_KEYS.length; i++) this[MESSAGE_KEYS[i]] = native.message_value(handle, i);
-    this._consumer = consumer;
-    this._h = handle;
-    this._settled = false;
+    Object.assign(this, { _consumer: consumer, _h: handle, _settled: false });
   }
 
   get payload() {
@@ -59,9 +56,8 @@ class Message {
   }
 }
 
-// The loop's connection: a lent node-postgres client, a client per event from a pool, or a client
-// of its own on 'pg.url'. It runs the statements the loop hands out and reports how they went;
-// what that means (a lost connection, the handler's failure) is the library's to judge.
+// The loop's connection: a lent node-postgres client, a pool's client per event, or its own on 'pg.url'. It runs the
+// statements the loop hands out, reports how they went; what that means is the library's to judge.
 class LoopClient {
   constructor(consumer, lent, pool) {
     Object.assign(this, { consumer, lent, pool, client: lent || null });
@@ -97,11 +93,8 @@ class LoopClient {
     const connectionTimeoutMillis = 1000 * native.config_get(cfg, 'pg.connect_timeout_s'); // as the library connects
     const c = new (require('pg').Client)({ connectionString, connectionTimeoutMillis, keepAlive: true });
     c.on('error', (e) => log && log('warn', `consumer ${name}: PostgreSQL: ${e.message}`));
-    try {
-      await c.connect();
-    } catch (e) {
-      return native.loop_opened(loop, false, e && e.message ? e.message : String(e));
-    }
+    const failed = await c.connect().then(() => null, (e) => (e && e.message ? e.message : String(e)));
+    if (failed !== null) return native.loop_opened(loop, false, failed);
     this.client = c;
     return native.loop_opened(loop, true, '');
   }
@@ -179,23 +172,17 @@ class Consumer extends Handle {
     return dedupeOn(this._cfg, target, key, this._prepared);
   }
 
-  /**
-   * For each event until stop(): a transaction with the inbox row and handler(message, client) the
-   * first time only, then ack; on options.client, a client from options.pool, or its own on pg.url.
-   */
+  /** For each event until stop(): a transaction with the inbox row and handler(message, client) the first time only,
+   * then ack; on options.client, a client from options.pool, or its own on pg.url. A failure parks its aggregate. */
   async consume(handler, options = {}) {
     if (typeof handler !== 'function') throw typeError('consume needs a handler (message, client) => ...');
     if (this._consuming) throw outboxError('INVALID_ARGUMENT', 'this consumer is already consuming');
     const { client: lent, pool } = options || {};
-    if (lent !== undefined && typeof lent?.query !== 'function') {
-      throw typeError('options.client must be a node-postgres client');
-    }
-    if (pool !== undefined && typeof pool?.connect !== 'function') {
-      throw typeError('options.pool must be a node-postgres Pool');
-    }
-    if (!lent && !pool && !this._options['pg.url']) {
-      throw outboxError('INVALID_ARGUMENT', "the consumer needs 'pg.url', options.client or options.pool");
-    }
+    const bad = lent !== undefined && typeof lent?.query !== 'function' ? 'client must be a node-postgres client'
+      : pool !== undefined && typeof pool?.connect !== 'function' ? 'pool must be a node-postgres Pool' : null;
+    if (bad) throw typeError(`options.${bad}`);
+    const none = !lent && !pool && !this._options['pg.url'];
+    if (none) throw outboxError('INVALID_ARGUMENT', "the consumer needs 'pg.url', options.client or options.pool");
     this._consuming = true;
     this._start();
     const db = new LoopClient(this, lent, pool);
@@ -227,10 +214,7 @@ class Consumer extends Handle {
   async _wait(loop) {
     await new Promise((resolve) => {
       const timer = setTimeout(resolve, native.loop_wait_ms(loop));
-      this._wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
+      this._wake = () => resolve(clearTimeout(timer));
     });
     this._wake = null;
     native.loop_waited(loop);
@@ -240,8 +224,9 @@ class Consumer extends Handle {
     const msg = new Message(this, native.loop_message(loop));
     try {
       await handler(msg, client);
-    } catch (err) {
-      return native.loop_handler_done(loop, L.HANDLER_FAILED, reasonOf(err));
+    } catch (err) { // PermanentFailure (or err.permanent === true): parked at once; else retried
+      const permanent = err instanceof PermanentFailure || err?.permanent === true;
+      return native.loop_handler_done(loop, permanent ? L.HANDLER_PERMANENT : L.HANDLER_FAILED, reasonOf(err));
     }
     return native.loop_handler_done(loop, L.HANDLER_OK, null);
   }

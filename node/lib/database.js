@@ -28,6 +28,10 @@ function eventFields(event, index) {
   return out;
 }
 
+// A row of the library's JSON with camelCase keys (aggregate_type -> aggregateType).
+const camelKey = (k) => k.replace(/_(\w)/g, (_, c) => c.toUpperCase());
+const camel = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [camelKey(k), v]));
+
 // A migration target by name (outbox_migrate_target).
 function targetOf(target) {
   if (!Object.hasOwn(native.enums.migrate, target)) throw typeError("target must be 'all', 'outbox' or 'inbox'");
@@ -50,10 +54,8 @@ class Database extends Handle {
     return this._op((h) => native.write_fields(h, eventFields(event)));
   }
 
-  /**
-   * Writes the events in order in the current transaction, in one trip to a worker thread. Stops
-   * at the first failure, whose error carries `index`; the events before it are written.
-   */
+  /** Writes the events in order in the current transaction, in one trip to a worker thread. Stops at the first
+   * failure, whose error carries `index`; the events before it are written. */
   writeMany(events) {
     return this._op((h) => native.write_many(h, Array.isArray(events) ? events.map(eventFields) : events));
   }
@@ -89,6 +91,26 @@ class Database extends Handle {
   /** Removes inbox rows older than olderThanSeconds, whole partitions at a time (outbox_inbox_purge). */
   purgeInbox(olderThanSeconds, batch = 1000) {
     return this._op((h) => native.inbox_purge(h, olderThanSeconds, batch));
+  }
+
+  /** Aggregates held after a handler's failure, oldest first (outbox_parked_list); consumer null: all. */
+  async parked(consumer = null, { includeRelay = true, limit = 100 } = {}) {
+    return JSON.parse(await this._op((h) => native.parked_list(h, consumer, includeRelay, limit))).map(camel);
+  }
+
+  /** Retries a held aggregate's head now, then its held events in order (outbox_parked_redrive); 1 if held. */
+  redrive(consumer, aggregateType, aggregateId) {
+    return this._op((h) => native.parked_redrive(h, consumer, aggregateType, String(aggregateId)));
+  }
+
+  /** Redrives every parked aggregate of the consumer (outbox_parked_redrive_all); resolves with how many. */
+  redriveAll(consumer) {
+    return this._op((h) => native.parked_redrive_all(h, consumer));
+  }
+
+  /** Skips a held aggregate's head, recorded with by and reason (outbox_parked_skip); resolves with its id. */
+  skip(consumer, aggregateType, aggregateId, { by, reason = '', eventId = null } = {}) {
+    return this._op((h) => native.parked_skip(h, consumer, aggregateType, String(aggregateId), eventId, by, reason));
   }
 }
 

@@ -1,6 +1,5 @@
 'use strict';
-// Errors: every failure is an Error with a string `code` mirroring the C status
-// (outbox_status_name(): 'INVALID_EVENT', 'DUPLICATE', ...) and the numeric `status`.
+// Errors: an Error with a string `code`, the C status (outbox_status_name(): 'DUPLICATE', ...), its number `status`.
 const native = require('./native');
 
 const STATUS = native.status; // by name, from outbox.h as the addon was compiled against it
@@ -20,6 +19,9 @@ class OutboxError extends Error {
   }
 }
 
+/** Thrown by a consume() handler: the event can never succeed, so its aggregate is parked at once (no retries). */
+class PermanentFailure extends Error { name = 'PermanentFailure'; }
+
 const outboxError = (code, message, options) => new OutboxError(message, code, STATUS[code], options);
 
 // A JS value of the wrong type: a TypeError with the code the C API gives bad arguments.
@@ -28,4 +30,4 @@ const typeError = (message) =>
 
 native.set_error_class(OutboxError); // the class the addon throws
 
-module.exports = { OutboxError, STATUS, outboxError, typeError };
+module.exports = { OutboxError, PermanentFailure, STATUS, outboxError, typeError };

@@ -20,9 +20,7 @@ class Handle {
       p = Promise.reject(e);
     }
     this._pending++;
-    const settled = () => {
-      this._pending--;
-    };
+    const settled = () => void this._pending--;
     this._tail = p.then(settled, settled);
     return p;
   }

@@ -1,13 +1,12 @@
 'use strict';
-// outbox: a transactional outbox for PostgreSQL and RabbitMQ (liboutbox's C API, from Node; see
-// README.md and index.d.ts). Everything that touches PostgreSQL or RabbitMQ returns a Promise and
-// runs off the main thread.
+// outbox: a transactional outbox for PostgreSQL and RabbitMQ (liboutbox's C API; README.md, index.d.ts). Everything
+// that touches PostgreSQL or RabbitMQ returns a Promise and runs off the main thread.
 const native = require('./native');
 const { Outbox } = require('./outbox');
 const { Database } = require('./database');
 const { Relay } = require('./relay');
 const { Consumer, Message } = require('./consumer');
-const { OutboxError, STATUS } = require('./errors');
+const { OutboxError, PermanentFailure, STATUS } = require('./errors');
 const { configKeys } = require('./config');
 
 // One Outbox per options object (and one for none), so repeated calls reuse its configuration.
@@ -21,7 +20,7 @@ function outboxFor(options) {
 }
 
 module.exports = {
-  Outbox, Database, Relay, Consumer, Message, OutboxError,
+  Outbox, Database, Relay, Consumer, Message, OutboxError, PermanentFailure,
   status: Object.freeze({ ...STATUS }),
   native,
   version: native.version(),

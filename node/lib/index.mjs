@@ -2,7 +2,7 @@
 // (test/package.test.js checks that these are every name of lib/index.js).
 import outbox from './index.js';
 
-export const { Outbox, Database, Relay, Consumer, Message, OutboxError, status, native, version, write, renderWrite,
-  dedupe, renderDedupe, connect, migrate, configKeys } = outbox;
+export const { Outbox, Database, Relay, Consumer, Message, OutboxError, PermanentFailure, status, native, version, write,
+  renderWrite, dedupe, renderDedupe, connect, migrate, configKeys } = outbox;
 
 export default outbox;

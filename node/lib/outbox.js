@@ -1,7 +1,6 @@
 'use strict';
-// Outbox: a configuration (options keyed by the C configuration keys) and everything done with
-// it: writes and dedupes in the caller's node-postgres transaction (the library's statements, run
-// on the caller's client), connections the library opens, migrations, relays and consumers.
+// Outbox: a configuration (options keyed by the C configuration keys) and everything done with it: writes and dedupes
+// in the caller's node-postgres transaction (the library's statements), connections, migrations, relays, consumers.
 const native = require('./native');
 const { makeConfig } = require('./config');
 const { typeError } = require('./errors');
@@ -28,11 +27,8 @@ class Outbox {
     return native.render_write_fields(this._cfg, eventFields(event));
   }
 
-  /**
-   * Writes the event with the caller's node-postgres client, in the caller's transaction: the
-   * library's write plan (outbox_write_plan_*), each statement it hands out run on the client,
-   * what an error means (a reused key, a lost connection) the library's to judge.
-   */
+  /** Writes the event with the caller's node-postgres client, in the caller's transaction: the library's write plan
+   * (outbox_write_plan_*), each statement run on the client, what an error means the library's to judge. */
   async write(client, event) {
     checkClient(client);
     const fields = eventFields(event);

@@ -1,7 +1,6 @@
 'use strict';
-// Relay: moves committed events to RabbitMQ with publisher confirms (outbox_relay_*): step() one
-// round, or run() until stop() (LISTEN/NOTIFY wake-ups, polling fallback, reconnects). One relay
-// per outbox table is active; the others stand by and take over when it stops or is lost.
+// Relay: moves committed events to RabbitMQ with publisher confirms (outbox_relay_*): step() one round, or run() until
+// stop() (LISTEN/NOTIFY, polling, reconnects). One relay per table is active; the others stand by and take over.
 const native = require('./native');
 const { Handle } = require('./handle');
 const { makeConfig, loggerOf } = require('./config');

@@ -16,7 +16,7 @@ async function until(what, fn, ms = 20000) {
 }
 
 test('consume(): dedupe in the handler\'s pg transaction, redelivery after failure, dead letter at the limit, duplicates skipped', async (t) => {
-  const e = await env(t, { 'consumer.delivery_limit': 3 });
+  const e = await env(t, { 'consumer.on_failure': 'requeue', 'consumer.delivery_limit': 3 }); // the broker's way
   const name = e.consumerName('indexer');
   await e.admin.query(`CREATE TABLE "${e.schema}".indexed (id text PRIMARY KEY, n int NOT NULL)`);
   const logs = [];
@@ -86,7 +86,7 @@ for (const mode of ['own client', 'lent client']) {
     // (not counted), the handler fails for real on the second (attempt 1, requeued), the third is
     // processed once. An event that always fails is dead-lettered at attempt 2. The counting, the
     // decision and the reason text are the C library's (outbox_consumer_settle).
-    const e = await env(t, { 'consumer.delivery_limit': 2 });
+    const e = await env(t, { 'consumer.on_failure': 'requeue', 'consumer.delivery_limit': 2 });
     const name = e.consumerName('dblost');
     await e.admin.query(`CREATE TABLE "${e.schema}".indexed (id text PRIMARY KEY)`);
     const logs = [];
@@ -155,7 +155,7 @@ test('consume(): a COMMIT the server refuses counts as the handler\'s failure, d
   // A deferred unique constraint refuses the COMMIT: the effect's failure, counted as the handler's
   // (as in C and Python), so the event is dead-lettered at consumer.delivery_limit with the server's
   // reason instead of being retried forever; the healthy event is processed once.
-  const e = await env(t, { 'consumer.delivery_limit': 2 });
+  const e = await env(t, { 'consumer.on_failure': 'requeue', 'consumer.delivery_limit': 2 });
   const name = e.consumerName('commitfail');
   await e.admin.query(`CREATE TABLE "${e.schema}".indexed (id text PRIMARY KEY)`);
   await e.admin.query(`CREATE TABLE "${e.schema}".deferred_keys (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)`);

@@ -58,8 +58,10 @@ final class OutboxConsumer
      * without one: the library's consumer loop (outbox_loop_*), the same as in C, Python and Node.
      * For each event, on $pdo: BEGIN, the inbox row (a redelivered, already processed event is
      * acknowledged without calling the handler), $handler($event, $pdo), COMMIT, then ack. A handler
-     * that throws rolls back; the message is redelivered, and dead-lettered after
-     * consumer.delivery_limit attempts. Lost broker connections are reopened with backoff; a lost
+     * that throws rolls back; its aggregate is held (its later events wait behind it), retried with
+     * backoff and parked after consumer.max_attempts, at once for PermanentFailure, until an operator
+     * redrives or skips it (OutboxParked); with consumer.on_failure=requeue the message is redelivered
+     * and dead-lettered after consumer.delivery_limit. Lost broker connections are reopened with backoff; a lost
      * $pdo ends the run with OutboxException CONNECTION (the message is redelivered, uncounted).
      * $event is ['fields' => [...], 'seq' => int, 'delivery_count' => int]. Returns the events handled.
      */
@@ -141,8 +143,8 @@ final class OutboxConsumer
         try {
             $handler($event, $pdo);
         } catch (\Throwable $e) {
-            $this->outbox->check($f->outbox_loop_handler_done($loop, $f->OUTBOX_HANDLER_FAILED,
-                get_class($e) . ': ' . $e->getMessage()));
+            $result = $e instanceof PermanentFailure ? $f->OUTBOX_HANDLER_PERMANENT : $f->OUTBOX_HANDLER_FAILED;
+            $this->outbox->check($f->outbox_loop_handler_done($loop, $result, get_class($e) . ': ' . $e->getMessage()));
             return;
         }
         $this->outbox->check($f->outbox_loop_handler_done($loop, $f->OUTBOX_HANDLER_OK, null));

@@ -1,20 +1,17 @@
-"""outbox: the transactional outbox for PostgreSQL and RabbitMQ, from Python.
-
-``outbox.write(conn, ...)`` stores an event in your transaction; ``outbox.Relay().run()`` publishes
-what was committed (publisher confirms); ``outbox.Consumer(name).run(handler, conn)`` handles each
-event exactly once in your transaction. One C++ implementation (liboutbox, through its C API) does
-the work for C, PHP, Python and Node; see python/README.md.
-"""
+"""outbox: the transactional outbox for PostgreSQL and RabbitMQ. ``outbox.write(conn, ...)`` stores an event in your
+transaction; ``outbox.Relay().run()`` publishes what was committed; ``outbox.Consumer(name).run(handler, conn)`` handles
+each event exactly once in your transaction. One C++ library (liboutbox) does the work for C, PHP, Python and Node."""
 
 from __future__ import annotations
 
 from . import _native
 from ._config import Config, config_keys
 from ._db import Db, Rows, TxState, dedupe, dedupe_async, migrate, purge_inbox, write, write_async
+from ._db import parked, redrive, redrive_all, skip
 from ._errors import (
     ArgumentTypeError, BrokerError, ConnectionLost, DatabaseError, DuplicateEvent, Error, InternalError,
-    InvalidArgument, InvalidEvent, LibpqMismatch, NotFound, OutOfMemory, SchemaError, Stopped, Timeout, TooLarge,
-    TransactionError, UnknownKey,
+    InvalidArgument, InvalidEvent, LibpqMismatch, NotFound, OutOfMemory, PermanentFailure, SchemaError, Stopped,
+    Timeout, TooLarge, TransactionError, UnknownKey,
 )
 from ._events import (
     DedupeResult, Event, EventFields, Message, Operation, OperationName, Order, Statement, Written, render_dedupe,
@@ -38,7 +35,7 @@ __all__ = [  # writing; connections and schema; relay; consumers; errors
     "Db", "TxState", "Rows", "migrate", "Config", "config_keys",
     "Relay", "RelayStats",
     "Consumer", "Message", "Handler", "dedupe", "dedupe_async", "consume_async", "AsyncHandler", "render_dedupe",
-    "DedupeResult", "Order", "purge_inbox",
+    "DedupeResult", "Order", "purge_inbox", "PermanentFailure", "parked", "redrive", "redrive_all", "skip",
     "Error", "InvalidArgument", "ArgumentTypeError", "InvalidEvent", "TooLarge", "DuplicateEvent", "DatabaseError",
     "ConnectionLost", "BrokerError", "Timeout", "SchemaError", "TransactionError", "OutOfMemory", "Stopped",
     "InternalError", "UnknownKey", "NotFound", "LibpqMismatch",

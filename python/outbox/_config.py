@@ -50,10 +50,8 @@ class Config(MutableMapping[str, str]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._values
-
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
-
     def __len__(self) -> int:
         return len(self._values)
 

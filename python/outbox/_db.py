@@ -6,7 +6,7 @@ import contextlib
 import datetime as _dt
 import enum
 import json
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 from ._config import Config, ConfigLike, as_config, with_urls
@@ -50,10 +50,9 @@ class Rows(List[Tuple[Optional[str], ...]]):
         return self[0][0] if self and self[0] else None
 
 class Db(Closing):
-    """A PostgreSQL connection for the outbox: one the library opens (``Db.open(url)``, closed with the Db)
-    or your driver's (``Db.wrap(conn)``: never closed, committed or rolled back by the library); one
-    driver protocol runs both. ``execute``, ``exec``, ``pgconn``, ``migrate`` and ``purge_inbox`` need
-    the library's own. A Db may be shared between threads (its calls are serialised)."""
+    """A PostgreSQL connection for the outbox: the library's own (``Db.open(url)``, closed with the Db) or your driver's
+    (``Db.wrap(conn)``: never closed, committed or rolled back by the library). ``execute``, ``exec``, ``pgconn``,
+    ``migrate``, ``purge_inbox``, ``parked``... need the library's own. Shareable between threads (calls serialised)."""
     __slots__ = ("_conn", "_drv", "_config", "__weakref__")
 
     def __init__(self, url: Optional[str] = None, *, config: ConfigLike = None) -> None:
@@ -282,3 +281,28 @@ def purge_inbox(conn: Any, older_than: Union[float, _dt.timedelta], *, batch: in
     :class:`outbox.Db`); returns how many. InvalidArgument below ``inbox.retention_s``."""
     with _on(conn, config, allow_url=True) as db:
         return db.purge_inbox(older_than, batch=batch)
+
+def _parked(conn: Any, config: ConfigLike, call: str, consumer: Any, *args: Any) -> Any:  # URL or Db, as purge_inbox
+    with _on(conn, config, allow_url=True) as db:  # consumer: a name, a Consumer (its name) or None
+        return getattr(db._native(), call)(None if consumer is None else str(getattr(consumer, "name", consumer)), *args)
+
+def parked(conn: Any, consumer: Any = None, include_relay: bool = True, limit: int = 100, *,
+           config: ConfigLike = None) -> List[Dict[str, Any]]:
+    """The aggregates held after a handler's failure, oldest first (``outbox_parked_list``; ``consumer`` None: all):
+    dicts with ``consumer``, ``aggregate_type``, ``aggregate_id``, ``state``, ``attempts``, ``last_error``, ``waiting``..."""
+    return list(json.loads(_parked(conn, config, "parked_list", consumer, bool(include_relay), int(limit))))
+
+def redrive(conn: Any, consumer: Any, aggregate_type: Optional[str], aggregate_id: Any, *, config: ConfigLike = None) -> int:
+    """Retries a held aggregate's head now, then its held events in order (``outbox_parked_redrive``); 1 if held."""
+    return int(_parked(conn, config, "parked_redrive", consumer, aggregate_type, str(aggregate_id)))
+
+def redrive_all(conn: Any, consumer: Any, *, config: ConfigLike = None) -> int:
+    """Redrives every parked aggregate of ``consumer`` (``outbox_parked_redrive_all``); returns how many."""
+    return int(_parked(conn, config, "parked_redrive_all", consumer))
+
+def skip(conn: Any, consumer: Any, aggregate_type: Optional[str], aggregate_id: Any, *, by: str, reason: str = "",
+         event_id: Optional[str] = None, config: ConfigLike = None) -> str:
+    """Skips a held aggregate's head, recorded with ``by`` and ``reason`` (``outbox_parked_skip``); returns its id.
+    NotFound when the aggregate is not held, or its head is not ``event_id``."""
+    return str(_parked(conn, config, "parked_skip", consumer, aggregate_type, str(aggregate_id),
+                       None if event_id is None else str(event_id), by, reason))

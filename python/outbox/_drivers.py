@@ -1,12 +1,9 @@
-"""Drivers: one protocol for every connection the package takes, blocking or asyncio.
-
-A driver's I/O methods (``run``, ``begin``, ``commit``, ``rollback``) are *steps*: generators that
-yield the calls to make as ``(function, *args)`` and receive each one's result. ``drive`` makes the
-calls in this thread; ``drive_async`` awaits what they return (and runs blocking native calls on a
-worker thread). So one class serves psycopg's ``Connection`` and ``AsyncConnection``, and the
-library's write plan, dedupe statement and consumer loop are driven once for both; their
-statements and what a failure means are the library's.
-"""
+"""Drivers: one protocol for every connection the package takes, blocking or asyncio. A driver's I/O methods
+(``run``, ``begin``, ``commit``, ``rollback``) are *steps*: generators that yield the calls to make as
+``(function, *args)`` and receive each one's result. ``drive`` makes the calls in this thread; ``drive_async`` awaits
+what they return (and runs blocking native calls on a worker thread). So one class serves psycopg's ``Connection``
+and ``AsyncConnection``, and the library's write plan, dedupe statement and consumer loop are driven once for both;
+their statements and what a failure means are the library's."""
 
 from __future__ import annotations
 
@@ -111,10 +108,9 @@ def result(t: Tuple[bool, int, int]) -> DedupeResult:
     return DedupeResult(bool(t[0]), Order(t[1]), int(t[2]))
 
 class Driver:
-    """One driver family: ``state(conn)`` (a TX_* state; ConnectionLost when closed),
-    ``autocommit``, ``lost``, the steps ``run(conn, sql, params)`` (the first row or None) and
-    ``begin``/``commit``/``rollback(conn, sql)``, and ``write``/``dedupe``, which return their result
-    (asyncio: an awaitable of it)."""
+    """One driver family: ``state(conn)`` (a TX_* state; ConnectionLost when closed), ``autocommit``, ``lost``, the
+    steps ``run(conn, sql, params)`` (the first row or None) and ``begin``/``commit``/``rollback(conn, sql)``, and
+    ``write``/``dedupe``, which return their result (asyncio: an awaitable of it)."""
     placeholders = "format"
 
     def __init__(self, asyncio: bool = False) -> None:
@@ -122,13 +118,11 @@ class Driver:
 
     def autocommit(self, conn: Any) -> bool:  # False: the driver begins a transaction at the first statement
         return True
-
     def lost(self, conn: Any) -> bool:
         return self.state(conn) == UNKNOWN
 
     def write(self, conn: Any, fields: Tuple[Any, ...], config: ConfigLike) -> Any:
         return self.pump(self._write(conn, fields, config))
-
     def dedupe(self, conn: Any, key: DedupeKey, config: ConfigLike) -> Any:
         return self.pump(self._dedupe(conn, key, config))
 
@@ -183,13 +177,10 @@ class Library(Driver):
 
     def state(self, conn: Any) -> int:
         return int(conn.tx_state())
-
     def run(self, conn: Any, sql: str, params: Any) -> Steps:  # the transaction statements only
         yield (conn.exec, sql)
-
     def write(self, conn: Any, fields: Tuple[Any, ...], config: ConfigLike) -> Any:
         return Written(*conn.write(fields))
-
     def dedupe(self, conn: Any, key: DedupeKey, config: ConfigLike) -> Any:
         return result(conn.dedupe(*key))
 
@@ -212,7 +203,6 @@ class Psycopg(Driver):
 
     def commit(self, conn: Any, sql: str) -> Steps:
         yield (conn.commit,)
-
     def rollback(self, conn: Any, sql: str) -> Steps:
         yield (conn.rollback,)
 
@@ -227,7 +217,6 @@ class Psycopg2(Psycopg):
 
     def commit(self, conn: Any, sql: str) -> Steps:
         yield from (Driver if conn.autocommit else Psycopg).commit(self, conn, sql)
-
     def rollback(self, conn: Any, sql: str) -> Steps:
         yield from (Driver if conn.autocommit else Psycopg).rollback(self, conn, sql)
 
@@ -238,7 +227,6 @@ class SqlAlchemy(Psycopg):
 
     def state(self, conn: Any) -> int:
         return INTRANS if conn.in_transaction() else IDLE
-
     def autocommit(self, conn: Any) -> bool:
         return False
 

@@ -56,6 +56,7 @@ class UnknownKey(Error, KeyError): """An unknown configuration key or event fiel
 class NotFound(Error, LookupError): """Nothing at that index or name."""
 class ArgumentTypeError(InvalidArgument, TypeError): """INVALID_ARGUMENT for a value of the wrong type (a TypeError too)."""
 class LibpqMismatch(InvalidArgument): """Deprecated, never raised: connections are no longer lent (kept for imports)."""
+class PermanentFailure(Exception): """Raise it from a handler for an event that can never succeed: its aggregate is parked at once."""
 
 # Each class's status name (outbox_status_name); its number comes from the library.
 _CODES: Dict[Type[Error], str] = {

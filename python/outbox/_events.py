@@ -1,5 +1,4 @@
-"""Events: written (the dataclass, its fields as the library takes them, rendered statements) and
-delivered (``Message``, what ``dedupe`` found)."""
+"""Events: written (the dataclass, its fields as the library takes them, rendered statements) and delivered."""
 
 from __future__ import annotations
 
@@ -188,10 +187,8 @@ class Closing:
     __slots__ = ()
 
     def close(self) -> None: ...
-
     def __enter__(self: C) -> C:
         return self
-
     def __exit__(self, *exc: Any) -> None:
         self.close()
 

@@ -1,5 +1,5 @@
-"""The broker side: the relay (committed events -> RabbitMQ, with publisher confirms) and consumers
-(each subscriber's own queue, and the library's exactly-once loop driven on your connection)."""
+"""The broker side: the relay (committed events -> RabbitMQ, publisher confirms) and consumers (a queue of their own,
+and the library's exactly-once loop driven on your connection)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from . import _native
 from ._config import Config, ConfigLike, with_urls
 from ._db import Db, dedupe
 from ._drivers import IDLE, LIBRARY, Driver, Steps, block, closed, driver_for, failure, sleep
-from ._errors import ArgumentTypeError, InvalidArgument, Stopped
+from ._errors import ArgumentTypeError, InvalidArgument, PermanentFailure, Stopped
 from ._events import Closing, DedupeResult, Message
 
 _LEVELS = (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)
@@ -60,6 +60,7 @@ class Handle(Closing):
     """A relay's or consumer's native handle: ``stop``, ``reset``, ``close`` (also by a ``with`` block)."""
     _native: Any
     _config: Config
+    _stop_requested: threading.Event
 
     @property
     def config(self) -> Config:
@@ -71,12 +72,14 @@ class Handle(Closing):
         return self._native
 
     def stop(self) -> None:
-        """Asks a running call to finish what is in flight and return. Safe from any thread and from signal handlers."""
+        """Asks ``run``/``next``/iteration to finish what is in flight and return. Safe from any thread and signal handlers."""
+        self._stop_requested.set()
         if self._native is not None:
             self._native.stop()
 
     def reset(self) -> None:
         """Clears a stop request so the handle can be used again."""
+        self._stop_requested.clear()
         self._handle().reset()
 
     def close(self) -> None:
@@ -87,18 +90,19 @@ class Handle(Closing):
             n.close()
 
     def __repr__(self) -> str:
-        return f"<outbox.{type(self).__name__} {'closed' if self._native is None else 'open'}>"
+        name = f" {self._name!r}" if hasattr(self, "_name") else ""  # a consumer's
+        return f"<outbox.{type(self).__name__}{name} {'closed' if self._native is None else 'open'}>"
 
 class Relay(Handle):
-    """Moves committed events from the outbox to the exchange with publisher confirms (``outbox_relay_*``);
-    one relay per table is active, others stand by. ``pg_url``/``amqp_url`` default to ``pg.url``/
-    ``amqp.url``, else OUTBOX_PG_URL / OUTBOX_AMQP_URL; ``logger``: a ``logging.Logger`` (default
-    ``outbox.relay``), a callable(level, message), or False."""
+    """Moves committed events to the exchange with publisher confirms (``outbox_relay_*``); one relay per table is
+    active, others stand by. ``pg_url``/``amqp_url`` default to ``pg.url``/``amqp.url``, else OUTBOX_PG_URL /
+    OUTBOX_AMQP_URL; ``logger``: a ``logging.Logger`` (default ``outbox.relay``), a callable(level, message), or False."""
 
     def __init__(self, config: ConfigLike = None, *, pg_url: Optional[str] = None, amqp_url: Optional[str] = None,
                  logger: LoggerLike = None) -> None:
         self._config: Config = with_urls(config, pg_url, amqp_url)
         self._native: Optional[_native.Relay] = _native.Relay(self._config.native, log_sink(logger, "outbox.relay"))
+        self._stop_requested = threading.Event()
 
     def step(self) -> RelayStats:
         """One round: up to ``relay.batch_size`` events published with confirms, their outcomes
@@ -120,7 +124,7 @@ class Relay(Handle):
         after a stop to run again."""
         self._handle().run(threading.current_thread() is threading.main_thread())
 
-#: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back and redeliver.
+#: A handler for :meth:`Consumer.run`: ``handler(message, conn)``; raise to roll back (PermanentFailure: no retry).
 Handler = Callable[[Message, Any], Any]
 #: A handler for :meth:`Consumer.run_async`: ``await handler(message, conn)`` (a plain function works too).
 AsyncHandler = Callable[[Message, Any], Union[Awaitable[Any], Any]]
@@ -131,7 +135,7 @@ def _reason(exc: BaseException) -> str:  # the reason text the library logs and 
 
 def _exec(loop: Any, drv: Driver, conn: Any) -> Steps:
     kind, sql, params = loop.statement()
-    step = drv.run(conn, sql, params) if kind == _native.LOOP_SQL_DEDUPE else getattr(drv, _TX[kind])(conn, sql)
+    step = getattr(drv, _TX[kind])(conn, sql) if kind in _TX else drv.run(conn, sql, params)  # dedupe, parking
     try:
         row = yield from step
     except Exception as exc:
@@ -148,7 +152,8 @@ def _handle(loop: Any, handler: Callable[..., Any], wrap: Callable[[Any, Any], T
     try:
         yield (handler, *args)
     except Exception as exc:
-        loop.handler_done(_native.HANDLER_FAILED, _reason(exc))
+        permanent = isinstance(exc, PermanentFailure)
+        loop.handler_done(_native.HANDLER_PERMANENT if permanent else _native.HANDLER_FAILED, _reason(exc))
         return
     loop.handler_done(_native.HANDLER_OK, None)
 
@@ -201,7 +206,7 @@ class Consumer(Handle):
 
     @property
     def delivery_limit(self) -> int:
-        """Deliveries of a failing message before it is dead-lettered (``consumer.delivery_limit``)."""
+        """Deliveries of a failing message before it is dead-lettered (``consumer.on_failure=requeue``)."""
         return int(self._config["consumer.delivery_limit"])
 
     def connect(self) -> None:
@@ -249,19 +254,6 @@ class Consumer(Handle):
         """Records the message in the inbox in ``conn``'s current transaction; see :func:`outbox.dedupe`."""
         return dedupe(conn, self, message)
 
-    def stop(self) -> None:
-        """Asks ``next``/``run``/iteration to return. Safe from any thread and from signal handlers."""
-        self._stop_requested.set()
-        super().stop()
-
-    def reset(self) -> None:
-        """Clears a stop request so the consumer can be used again."""
-        self._stop_requested.clear()
-        super().reset()
-
-    def __repr__(self) -> str:
-        return f"<outbox.Consumer {self._name!r} {'closed' if self._native is None else 'open'}>"
-
     def _drive(self, handler: Callable[..., Any], conn: Any, limit: Optional[int], idle_timeout: Optional[float],
                asyncio: bool = False, view: bool = False) -> Any:
         """The library's loop on ``conn``: the library's connection (None: the loop's own from pg.url;
@@ -288,8 +280,9 @@ class Consumer(Handle):
         """Handles events exactly once until :meth:`stop`, Ctrl-C, ``limit`` events or ``idle_timeout`` idle
         seconds: the library's loop (``outbox_loop_*``). Per event, on ``conn`` (a driver's connection, an
         :class:`outbox.Db`, or None: the loop's own, the handler getting a Db view): BEGIN, the inbox row,
-        ``handler(message, conn)``, COMMIT, ack; a raising handler rolls back and the event comes again,
-        dead-lettered after ``consumer.delivery_limit`` attempts. Returns the number handled."""
+        ``handler(message, conn)``, COMMIT, ack. A raising handler rolls back; its aggregate is held, retried with backoff
+        and parked after ``consumer.max_attempts`` (:class:`outbox.PermanentFailure`: at once) until :func:`outbox.redrive`
+        or :func:`outbox.skip` (``consumer.on_failure=requeue``: redelivered, then dead-lettered). Returns the count."""
         return int(self._drive(handler, conn, limit, idle_timeout))
 
     async def run_async(self, handler: AsyncHandler, conn: Any, *, limit: Optional[int] = None,

@@ -29,6 +29,7 @@ def write_events(cfg, n, *, aggregates=3, **kw):
 
 def test_round_trip_exactly_once_with_psycopg(admin, schema, cfg, consumer_name, count, amqp):
     effects_table(admin, schema)
+    cfg["consumer.on_failure"] = "requeue"  # a failed event is redelivered (park: test_park.py)
     consumer = outbox.Consumer(consumer_name, cfg)
     consumer.connect()  # the queue exists (and is bound) before the relay publishes
     ids = write_events(cfg, 12)
@@ -73,6 +74,7 @@ def _body(admin, schema, event_id):
 
 def test_round_trip_with_psycopg2_and_dead_letter_after_the_delivery_limit(admin, schema, cfg, consumer_name, amqp):
     effects_table(admin, schema)
+    cfg["consumer.on_failure"] = "requeue"
     cfg["consumer.delivery_limit"] = 3
     with outbox.Consumer(consumer_name, cfg) as consumer:
         consumer.connect()
@@ -156,6 +158,7 @@ def test_dedupe_on_a_lent_connection_follows_its_transaction(schema, cfg):
 
 def test_run_native_handler_in_the_librarys_transaction(admin, schema, cfg, consumer_name):
     effects_table(admin, schema)
+    cfg["consumer.on_failure"] = "requeue"  # the failed event comes again, redelivered
     with outbox.Consumer(consumer_name, cfg) as consumer:
         consumer.connect()
         ids = write_events(cfg, 3, aggregates=1)
@@ -367,6 +370,7 @@ def test_a_database_lost_under_the_handler_is_not_an_attempt(admin, schema, cfg,
     is processed once. An event that always fails is dead-lettered at attempt 2 with the library's
     reason text. The counting and the decision are the C library's (outbox_consumer_settle)."""
     effects_table(admin, schema)
+    cfg["consumer.on_failure"] = "requeue"
     cfg["consumer.delivery_limit"] = 2
     with outbox.Consumer(consumer_name, cfg) as consumer:
         consumer.connect()
@@ -418,6 +422,7 @@ def test_a_commit_the_server_refuses_counts_as_the_handlers_failure(admin, schem
     server's reason instead of being retried forever; the healthy event is processed once."""
     effects_table(admin, schema)
     admin.execute(f'CREATE TABLE "{schema}".deferred_keys (k int UNIQUE DEFERRABLE INITIALLY DEFERRED)')
+    cfg["consumer.on_failure"] = "requeue"
     cfg["consumer.delivery_limit"] = 2
     with outbox.Consumer(consumer_name, cfg) as consumer:
         consumer.connect()

@@ -13,6 +13,8 @@ use Outbox\LoadException;
 use Outbox\Outbox;
 use Outbox\OutboxConsumer;
 use Outbox\OutboxException;
+use Outbox\OutboxParked;
+use Outbox\PermanentFailure;
 use Outbox\PgUrl;
 
 $passed = 0;
@@ -126,10 +128,11 @@ check('effect applied exactly once', (int)$pdo->query("SELECT count(*) FROM $sch
 $rollbackEmpty = run_subscriber($outbox, $pdo, $subscriberOptions, "php-audit-$suffix", 1, 500);
 check('nothing from the rolled-back insert ever arrives, the duplicate was acknowledged', $rollbackEmpty['processed'] === 0);
 
-// 3b. The library's loop from PHP: a failing handler is retried up to consumer.delivery_limit, then
-// dead-lettered; a lost connection under the handler is no attempt (the message comes back).
+// 3b. The library's loop from PHP, consumer.on_failure=requeue: a failing handler is retried up to
+// consumer.delivery_limit, then dead-lettered; a lost connection under the handler is no attempt
+// (the message comes back).
 $loopName = "php-loop-$suffix";
-$loopOptions = $subscriberOptions + ['consumer.delivery_limit' => '2'];
+$loopOptions = $subscriberOptions + ['consumer.delivery_limit' => '2', 'consumer.on_failure' => 'requeue'];
 $loopConsumer = new OutboxConsumer($outbox, $outbox->config($loopOptions), $loopName);
 $loopConsumer->connect();
 $store->insert('PRD', ['XPRD01' => 'Poison', 'XPRD02' => 1, 'TREC' => 'N']);
@@ -164,6 +167,88 @@ $handled = $loopConsumer->run(function (array $event, PDO $pdo) use (&$calls): v
 }, $pdo, 1, 10.0);
 check('the lost connection was no attempt: one real failure, then handled', $handled === 1 && $calls === 2, "calls $calls, handled $handled");
 unset($loopConsumer);
+
+// 3d. consumer.on_failure=park (the default): a transient failure (aggregate a) is retried, then
+// parked after consumer.max_attempts; a PermanentFailure (b) is parked at once; their later events
+// wait behind the head while c flows. Redrive after the fix applies a's held events in order; skip
+// lets b's next event through.
+$parkName = "php-park-$suffix";
+$parkOptions = $subscriberOptions + ['consumer.max_attempts' => '2', 'consumer.retry_initial_ms' => '20',
+    'consumer.retry_poll_ms' => '20'];
+$pdo->exec('CREATE TABLE park_applied (n bigserial PRIMARY KEY, aggregate_id text NOT NULL, seq bigint NOT NULL)');
+$parkConsumer = new OutboxConsumer($outbox, $outbox->config($parkOptions), $parkName);
+$parkConsumer->connect();
+$parkIds = [];
+foreach (['a', 'b', 'c'] as $agg) {
+    foreach ([1, 2] as $i) {
+        $w = $outbox->write($pdo, $wpcfgPark ??= $outbox->config($base), ['aggregate_type' => 'PARK',
+            'aggregate_id' => $agg, 'operation' => 'PUT', 'payload' => ['i' => $i]]);
+        $parkIds["$agg$i"] = $w['event_id'];
+    }
+}
+$relayStep();
+$broken = ['a' => true];
+$calls = ['a' => 0, 'b' => 0, 'c' => 0];
+$parkHandler = function (array $event, PDO $conn) use (&$broken, &$calls): void {
+    $agg = $event['fields']['AGGREGATE_ID'];
+    $calls[$agg]++;
+    if ($agg === 'a' && $broken['a']) {
+        throw new RuntimeException('the ledger is down');
+    }
+    if ($agg === 'b' && $event['seq'] === 1) { // this event can never succeed; b's later ones can
+        throw new PermanentFailure('the order is malformed');
+    }
+    $conn->prepare('INSERT INTO park_applied (aggregate_id, seq) VALUES (?, ?)')->execute([$agg, $event['seq']]);
+};
+$applied = fn(): array => $pdo->query('SELECT aggregate_id || seq FROM park_applied ORDER BY n')->fetchAll(PDO::FETCH_COLUMN);
+$handled = $parkConsumer->run($parkHandler, $pdo, null, 1.5);
+check('park: the other aggregate flows while a and b are held', $applied() === ['c1', 'c2'] && $handled === 2,
+    json_encode($applied()) . " handled $handled");
+check('park: a is tried consumer.max_attempts times, b once (permanent)', $calls['a'] === 2 && $calls['b'] === 1,
+    json_encode($calls));
+$operator = new OutboxParked($outbox, $pgUrl, $outbox->config($base));
+$rows = [];
+foreach ($operator->list($parkName) as $row) {
+    $rows[$row['aggregate_id']] = $row;
+}
+check('park: both aggregates listed as parked with their attempts, errors and waiting events',
+    array_keys($rows) === ['a', 'b'] || array_keys($rows) === ['b', 'a'], json_encode($rows));
+check('park: a parked after 2 attempts, its error kept, 1 event waiting', ($rows['a']['state'] ?? '') === 'parked'
+    && $rows['a']['attempts'] === 2 && $rows['a']['waiting'] === 1 && $rows['a']['head_event_id'] === $parkIds['a1']
+    && str_contains((string)$rows['a']['last_error'], 'RuntimeException: the ledger is down'), json_encode($rows['a'] ?? null));
+check('park: b parked at once by PermanentFailure, 1 event waiting', ($rows['b']['state'] ?? '') === 'parked'
+    && $rows['b']['attempts'] === 1 && $rows['b']['waiting'] === 1
+    && str_contains((string)$rows['b']['last_error'], 'PermanentFailure: the order is malformed'), json_encode($rows['b'] ?? null));
+$summary = array_values(array_filter($operator->summary(), fn(array $s): bool => $s['consumer'] === $parkName));
+check('park: the summary counts 2 parked', count($summary) === 1 && $summary[0]['parked'] === 2, json_encode($summary));
+$broken['a'] = false;
+check('park: redrive of a held aggregate returns 1', $operator->redrive($parkName, 'PARK', 'a') === 1);
+check('park: redrive of an aggregate not held returns 0', $operator->redrive($parkName, 'PARK', 'c') === 0);
+$parkConsumer->run($parkHandler, $pdo, null, 1.0);
+check('park: after the fix, redrive applies a\'s held events in seq order', $applied() === ['c1', 'c2', 'a1', 'a2'],
+    json_encode($applied()));
+try {
+    $operator->skip($parkName, 'PARK', 'b', 'ops', 'wrong head', $parkIds['b2']);
+    check('park: skipping another event than the head raises NOT_FOUND', false, 'skipped');
+} catch (OutboxException $e) {
+    check('park: skipping another event than the head raises NOT_FOUND', $e->status === 'NOT_FOUND', $e->getMessage());
+}
+$skipped = $operator->skip($parkName, 'PARK', 'b', 'ops@example', 'malformed order, fixed by hand', $parkIds['b1']);
+check('park: skip returns the head it skipped', $skipped === $parkIds['b1'], $skipped);
+$parkConsumer->run($parkHandler, $pdo, null, 1.0);
+check('park: after the skip, b\'s next event goes through (the skipped head never)',
+    $applied() === ['c1', 'c2', 'a1', 'a2', 'b2'], json_encode($applied()));
+$skipRow = $pdo->query("SELECT skipped_by, reason, outbox_id FROM outbox_inbox_skipped WHERE consumer = '$parkName'")->fetchAll(PDO::FETCH_ASSOC);
+check('park: the skip is recorded with who and why', $skipRow === [['skipped_by' => 'ops@example',
+    'reason' => 'malformed order, fixed by hand', 'outbox_id' => $parkIds['b1']]], json_encode($skipRow));
+check('park: nothing is held any more', $operator->list($parkName) === []);
+try {
+    $operator->skip($parkName, 'PARK', 'b', 'ops', 'again');
+    check('park: skipping an aggregate not held raises NOT_FOUND', false, 'skipped');
+} catch (OutboxException $e) {
+    check('park: skipping an aggregate not held raises NOT_FOUND', $e->status === 'NOT_FOUND', $e->getMessage());
+}
+unset($operator, $parkConsumer);
 
 // 3c. Outbox::write on PDO (the library's write plan): a reused idempotency key inside a transaction
 // names the event holding it and leaves the transaction usable; outside one too.

@@ -68,6 +68,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
     outbox_node::register_consumer(env, exports);
     outbox_node::register_loop(env, exports);
     outbox_node::register_write_plan(env, exports);
+    outbox_node::register_parked(env, exports);
     return exports;
 }
 

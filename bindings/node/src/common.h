@@ -646,6 +646,7 @@ void register_relay(Napi::Env env, Napi::Object exports);
 void register_consumer(Napi::Env env, Napi::Object exports);
 void register_loop(Napi::Env env, Napi::Object exports);
 void register_write_plan(Napi::Env env, Napi::Object exports);
+void register_parked(Napi::Env env, Napi::Object exports);
 
 inline void def(Napi::Env env, Napi::Object exports, const char *name, Napi::Function::Callback fn) {
     exports.Set(name, Napi::Function::New(env, fn, name));

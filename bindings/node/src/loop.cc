@@ -158,10 +158,12 @@ void register_loop(Napi::Env env, Napi::Object exports) {
         {"SQL_DEDUPE", OUTBOX_LOOP_SQL_DEDUPE},
         {"SQL_COMMIT", OUTBOX_LOOP_SQL_COMMIT},
         {"SQL_ROLLBACK", OUTBOX_LOOP_SQL_ROLLBACK},
+        {"SQL_STATEMENT", OUTBOX_LOOP_SQL_STATEMENT},
         {"DRIVER_LENT", OUTBOX_LOOP_DRIVER_LENT},
         {"DRIVER_OWNED", OUTBOX_LOOP_DRIVER_OWNED},
         {"HANDLER_OK", OUTBOX_HANDLER_OK},
         {"HANDLER_FAILED", OUTBOX_HANDLER_FAILED},
+        {"HANDLER_PERMANENT", OUTBOX_HANDLER_PERMANENT},
     };
     for (const auto &[name, value] : names) {
         k.Set(name, Napi::Number::New(env, value));

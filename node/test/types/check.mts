@@ -1,7 +1,7 @@
 // Compiled (never run) by test/types.test.js with tsc --strict, as an ES module of a project that
 // installed the tarball: the `import` condition of the exports map (index.d.mts), named and default.
 import pg from 'pg';
-import outbox, { write, connect, migrate, Outbox, OutboxError, Relay, Consumer, type OutboxEvent } from 'outbox';
+import outbox, { write, connect, migrate, Outbox, OutboxError, PermanentFailure, Relay, Consumer, type OutboxEvent } from 'outbox';
 
 const PG_URL = process.env.OUTBOX_PG_URL ?? 'postgresql://localhost/app';
 const options = { 'outbox.schema': 'app', 'event.type_map': 'PRD=Product' };
@@ -36,5 +36,6 @@ try {
   await connect('postgresql://nowhere');
 } catch (e) {
   if (e instanceof OutboxError) console.log(e.code, e.status);
+  const permanent: Error = new PermanentFailure('never valid');
 }
 console.log(seq, many.length, outbox.version, outbox.status.DUPLICATE);

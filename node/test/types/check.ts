@@ -41,6 +41,10 @@ async function main(): Promise<void> {
   const state: string = await db.txState();
   const version: number = await db.migrate('inbox');
   const purged: number = await db.purgeInbox(8 * 86400);
+  const held: outbox.ParkedAggregate[] = await db.parked('billing', { includeRelay: false, limit: 10 });
+  const waiting: number = held.length ? held[0].waiting + held[0].attempts : 0;
+  const redriven: number = (await db.redrive('billing', 'ORD', 42)) + (await db.redriveAll('billing'));
+  const skipped: string = await db.skip('billing', 'ORD', '42', { by: 'ops', reason: 'bad data', eventId: null });
   await db.close();
   await outbox.migrate('postgresql://localhost/x', options, 'all');
 

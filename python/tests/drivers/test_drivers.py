@@ -14,6 +14,7 @@ import psycopg2
 import pytest
 import sqlalchemy as sa
 from conftest import PG_URL, close_consumer_connections, event
+from park_scenario import Failing, publish, run_scenario
 from sqlalchemy.orm import Session
 
 import outbox
@@ -227,6 +228,7 @@ def _effects(admin, schema):
 
 @pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
 def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg, consumer_name, driver):
+    cfg["consumer.on_failure"] = "requeue"  # redelivered by the broker (park: test_park.py)
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 6)
     failed = set()
     seen = []
@@ -303,6 +305,7 @@ def test_async_consumer_exactly_once_with_a_forced_redelivery(admin, schema, cfg
 
 @pytest.mark.parametrize("driver", ["psycopg", "psycopg2", "sqlalchemy"])
 def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
+    cfg["consumer.on_failure"] = "requeue"
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 4)
     failed = set()
 
@@ -335,7 +338,8 @@ def test_sync_consumer_on_a_binary_connection_or_a_session(admin, schema, cfg, c
 
 def test_a_session_is_left_outside_a_transaction_after_a_failed_handler(admin, schema, cfg, consumer_name):
     # Whether the connection is lost after the loop's ROLLBACK is read without beginning: the Session
-    # holds no pooled connection afterwards, and runs again.
+    # holds no pooled connection afterwards, and runs again (requeue: the failed event comes back).
+    cfg["consumer.on_failure"] = "requeue"
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 1)
 
     def fail(msg: outbox.Message, session) -> None:
@@ -443,6 +447,7 @@ def test_async_consumer_a_lost_database_is_no_attempt_and_failures_end_at_the_li
     # The library's loop in asyncio: a database lost under the handler ends run_async on the lent
     # connection (ConnectionLost) and is not counted; a handler that keeps failing runs
     # consumer.delivery_limit times, then its event is dead-lettered.
+    cfg["consumer.on_failure"] = "requeue"
     cfg["consumer.delivery_limit"] = 2
     consumer, ids = _publish(admin, schema, cfg, consumer_name, 2)
 
@@ -478,3 +483,35 @@ def test_async_consumer_a_lost_database_is_no_attempt_and_failures_end_at_the_li
     assert handled == 1, calls
     # n=0: the lost database was no attempt, one real failure, then handled; n=1: the limit, 2.
     assert sorted(calls.values()) == [2, 2], calls
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "sqlalchemy"])
+def test_park_redrive_and_skip_on_a_binary_connection_or_a_session(admin, schema, cfg, consumer_name, driver):
+    # consumer.on_failure=park through psycopg2-binary's cursor and a SQLAlchemy Session: the loop's
+    # parking statements run like its dedupe (tests/park_scenario.py).
+    consumer, ids = publish(admin, schema, cfg, consumer_name)
+    failing = Failing()
+
+    def handle(msg: outbox.Message, conn) -> None:
+        failing.check(msg)
+        if driver == "psycopg2":
+            with conn.cursor() as cur:
+                cur.execute(f'INSERT INTO "{schema}".applied (aggregate_id, seq) VALUES (%s, %s)', (msg.aggregate_id, msg.seq))
+        else:
+            conn.execute(sa.text(f'INSERT INTO "{schema}".applied (aggregate_id, seq) VALUES (:a, :s)'),
+                         {"a": msg.aggregate_id, "s": msg.seq})
+
+    engine = sa.create_engine(SA_URL)
+
+    def run(idle: float) -> int:
+        conn = psycopg2.connect(PG_URL) if driver == "psycopg2" else Session(engine)
+        try:
+            return consumer.run(handle, conn, idle_timeout=idle)
+        finally:
+            conn.close()
+
+    try:
+        with consumer:
+            run_scenario(admin, schema, cfg, consumer, ids, failing, run)
+    finally:
+        engine.dispose()

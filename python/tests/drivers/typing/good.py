@@ -18,3 +18,14 @@ def place(conn: psycopg.Connection[tuple[object, ...]], order_id: str) -> int:
 async def place_async(conn: object) -> str:
     w = await outbox.write_async(conn, aggregate_type="Order", aggregate_id=1, operation="PATCH", payload={})
     return w.id
+
+
+def handle(msg: outbox.Message, conn: object) -> None:
+    if msg.payload is None:
+        raise outbox.PermanentFailure(f"event {msg.id} has no payload")  # parked at once, no retries
+
+
+def operate(db: outbox.Db) -> int:
+    rows: list[dict[str, object]] = outbox.parked(db, "billing", include_relay=False, limit=10)
+    skipped: str = outbox.skip(db, "billing", "Order", "42", by="ops@example", reason="bad data")
+    return len(rows) + len(skipped) + outbox.redrive(db, "billing", "Order", 42) + outbox.redrive_all(db, "billing")
