@@ -386,16 +386,18 @@ void Console::action_routes(httplib::Server &s) {
          }},
         {"/api/skip",
          [](outbox_db *db, const Identity &who, const cJSON *b, std::string &what) {
-             const std::string consumer = field(b, "consumer", true), event = field(b, "event_id", false);
+             // No consumer: the relay's parked aggregate (its FAILED head is never published).
+             const std::string consumer = field(b, "consumer", false), event = field(b, "event_id", false);
              const std::string type = field(b, "aggregate_type", true), id = field(b, "aggregate_id", true);
              const std::string reason = field(b, "reason", true);
-             what = "skip the head of consumer=" + quote(consumer) + " " + aggregate(type, id) +
+             what = "skip the head of " + (consumer.empty() ? std::string("the relay") : "consumer=" + quote(consumer)) +
+                    " " + aggregate(type, id) +
                     " event=" + quote(event) + " reason=" + quote(reason);
              if (reason.find_first_not_of(" \t\r\n") == std::string::npos || reason.size() > 2000) {
                  throw Failure(OUTBOX_ERR_INVALID_ARGUMENT, "a skip needs a reason (at most 2000 bytes)");
              }
              char *skipped = nullptr;
-             check(outbox_parked_skip(&skipped, db, consumer.c_str(), type.c_str(), id.c_str(), or_null(event),
+             check(outbox_parked_skip(&skipped, db, or_null(consumer), type.c_str(), id.c_str(), or_null(event),
                                       who.name.c_str(), reason.c_str()));
              StringPtr owned(skipped);
              return "{\"skipped\":" + quote(skipped != nullptr ? skipped : "") + "}";

@@ -317,6 +317,13 @@ inline const char *const kConsoleJs = R"JS(
           "The relay's parked events of " + agg + " are due again now, in order.", false, "/api/retry",
           { aggregate_type: row.aggregate_type, aggregate_id: row.aggregate_id },
           (r) => "Retry of " + agg + ": " + (r.redriven ? "due again" : "was not parked")));
+        if (row.state === "parked") {
+          add("act-skip", "Skip", () => act("Skip the head of " + agg + " at the relay",
+            "Event " + row.head_event_id + " (" + row.head_event_type + ", seq " + row.head_seq + ") is recorded as " +
+            "skipped and never published; the aggregate's next event is due now.", true, "/api/skip",
+            { event_id: row.head_event_id, aggregate_type: row.aggregate_type, aggregate_id: row.aggregate_id },
+            (r) => "Skipped " + r.skipped + " of " + agg + " at the relay"));
+        }
         return cell;
       }
       const target = { consumer: row.consumer, aggregate_type: row.aggregate_type, aggregate_id: row.aggregate_id };

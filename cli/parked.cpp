@@ -107,20 +107,20 @@ std::string current_user() {
 }
 
 int run_skip(const ParkedCommands &c, outbox_db *db) {
-    if (c.consumer.empty() || c.aggregate.empty()) {
-        usage("skip needs --consumer NAME and --aggregate TYPE:ID");
+    if (c.aggregate.empty() || c.consumer.empty() == !c.relay) {
+        usage("skip needs --aggregate TYPE:ID and either --consumer NAME or --relay");
     }
     const auto [type, id] = split_aggregate(c.aggregate);
     const std::string by = c.by.empty() ? current_user() : c.by;
     char *raw = nullptr;
-    check(outbox_parked_skip(&raw, db, c.consumer.c_str(), type.c_str(), id.c_str(), opt(c.event), by.c_str(),
-                             c.reason.c_str()));
+    check(outbox_parked_skip(&raw, db, c.relay ? nullptr : c.consumer.c_str(), type.c_str(), id.c_str(),
+                             opt(c.event), by.c_str(), c.reason.c_str()));
     StringPtr skipped(raw);
     if (c.opts.json) {
         std::printf("{\"skipped\":\"%s\"}\n", skipped.get());
     } else {
         std::printf("skipped event %s of %s for %s (by %s); the aggregate's next event is due now\n", skipped.get(),
-                    c.aggregate.c_str(), c.consumer.c_str(), by.c_str());
+                    c.aggregate.c_str(), c.relay ? "the relay" : c.consumer.c_str(), by.c_str());
     }
     return 0;
 }
@@ -149,8 +149,9 @@ void define_parked(CLI::App &app, ParkedCommands &c) {
     c.skip = c.parked->add_subcommand(
         "skip", "give up the aggregate's head (recorded with who and why; never applied); its next event is due now");
     c.skip->fallthrough();
-    c.skip->add_option("--consumer", c.consumer, "the subscriber")->required();
+    c.skip->add_option("--consumer", c.consumer, "the subscriber");
     c.skip->add_option("--aggregate", c.aggregate, "the aggregate, TYPE:ID")->required();
+    c.skip->add_flag("--relay", c.relay, "the relay's parked aggregate, its head FAILED: never published");
     c.skip->add_option("--event", c.event, "the head event's id as you saw it (refused when the head is another)");
     c.skip->add_option("--by", c.by, "who skips (default: the user running the command)");
     c.skip->add_option("--reason", c.reason, "why");

@@ -111,6 +111,9 @@ int64_t redrive_all(pg::Conn &conn, const Config &cfg, const std::string &consum
 // given, must be the head (so an operator never skips an event they did not see). Throws
 // Error(not_found) when the aggregate is not held or its head is another event. Runs in a
 // transaction of its own. Returns the id of the event skipped.
+// consumer "": the relay's parked aggregate, whose head must be FAILED (publishing it given up):
+// it is never published, recorded in <inbox>_skipped with consumer "", and the next parked event
+// of the aggregate is due now.
 std::string skip(pg::Conn &conn, const Config &cfg, const std::string &consumer, const Aggregate &a,
                  const std::string &event_id, const std::string &by, const std::string &reason);
 

@@ -174,9 +174,55 @@ int64_t redrive_all(pg::Conn &conn, const Config &cfg, const std::string &consum
     return std::strtoll(r.cmd_tuples(), nullptr, 10);
 }
 
+namespace {
+
+// The relay's side: its FAILED head (publishing it was given up) is never published; recorded in
+// <inbox>_skipped with consumer "", the event's row as the body. The aggregate's next parked event,
+// if any, is due now. A head the relay still retries (PENDING) is refused: it may be in flight.
+std::string skip_relay(pg::Conn &conn, const Config &cfg, const Aggregate &a, const std::string &event_id,
+                       const std::string &by, const std::string &reason) {
+    const std::string parked_t = stream::parked_table(cfg);
+    return pg::in_transaction(conn, [&] {
+        pg::Result head = conn.exec("SELECT CAST(outbox_id AS text), status, position FROM " + parked_t +
+                                        " WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY position FOR UPDATE",
+                                    {a.type, a.id});
+        if (head.rows() == 0) {
+            fail(Errc::not_found, "the relay holds no parked event of " + a.type + ":" + a.id);
+        }
+        const std::string id(head.get(0, 0));
+        if (!event_id.empty() && event_id != id) {
+            fail(Errc::not_found, "the head of " + a.type + ":" + a.id + " at the relay is event " + id + ", not " +
+                                      event_id);
+        }
+        if (head.get(0, 1) != "FAILED") {
+            fail(Errc::not_found, "the relay is still retrying event " + id + " of " + a.type + ":" + a.id +
+                                      "; it can be skipped once it is parked (FAILED)");
+        }
+        conn.exec("INSERT INTO " + table(cfg, "_skipped") +
+                      " (consumer, outbox_id, aggregate_type, aggregate_id, seq, event_type, properties, body,"
+                      " attempts, last_error, skipped_by, reason) SELECT '', p.outbox_id, p.aggregate_type,"
+                      " p.aggregate_id, p.seq, p.event_type, '{}', CAST(json_build_object('payload', p.payload,"
+                      " 'previous_payload', p.previous_payload, 'metadata', p.metadata, 'operation', p.operation,"
+                      " 'actor', p.actor, 'created_at', p.created_at) AS text), p.retry_count, p.error_message,"
+                      " CAST($1 AS text), CAST($2 AS text) FROM " +
+                      parked_t + " p WHERE p.position = CAST(CAST($3 AS text) AS bigint)"
+                      " ON CONFLICT (consumer, outbox_id) DO NOTHING",
+                  {by, reason, std::string(head.get(0, 2))});
+        conn.exec("DELETE FROM " + parked_t + " WHERE position = CAST(CAST($1 AS text) AS bigint)",
+                  {std::string(head.get(0, 2))});
+        if (head.rows() > 1) {
+            conn.exec("UPDATE " + parked_t + " SET next_attempt_at = now() WHERE position = CAST(CAST($1 AS text) AS bigint)",
+                      {std::string(head.get(1, 2))});
+        }
+        return id;
+    });
+}
+
+} // namespace
+
 std::string skip(pg::Conn &conn, const Config &cfg, const std::string &consumer, const Aggregate &a,
                  const std::string &event_id, const std::string &by, const std::string &reason) {
-    require_aggregate(consumer, a, false);
+    require_aggregate(consumer, a, true);
     require_text(by, "who skips (by)", false);
     require_text(reason, "the reason", true);
     if (!event_id.empty() && !uuid::valid(event_id)) {
@@ -184,6 +230,9 @@ std::string skip(pg::Conn &conn, const Config &cfg, const std::string &consumer,
     }
     if (conn.tx_status() != PQTRANS_IDLE) {
         fail(Errc::transaction, "skip runs a transaction of its own: call it outside a transaction");
+    }
+    if (consumer.empty()) {
+        return skip_relay(conn, cfg, a, event_id, by, reason);
     }
     return pg::in_transaction(conn, [&] {
         // The aggregate's row is locked first: a loop retrying its head finishes before this goes on.

@@ -1344,12 +1344,15 @@ OUTBOX_API outbox_status outbox_parked_redrive_all(int64_t *redriven, outbox_db 
  * Skips a held aggregate's head: it is recorded in `<inbox>_skipped` with `by` and `reason`, and in
  * the inbox (a redelivery of it is a duplicate, never applied); the aggregate's next held event is
  * due now, or the aggregate is live again. Waits for a retry of the head in progress. Runs a
- * transaction of its own.
+ * transaction of its own. For the relay (consumer NULL or ""): its parked aggregate's head, which
+ * must be FAILED (publishing it was given up; a head it still retries is OUTBOX_ERR_NOT_FOUND), is
+ * never published, recorded in `<inbox>_skipped` with consumer "", and the aggregate's next parked
+ * event is due now.
  * @param[out] skipped_id the id of the event skipped (owned: free with outbox_string_free(); may be NULL).
  * @param event_id when not NULL or "", the head must be this event (what the operator saw).
  * @param by who skips (non-empty); @param reason why (may be "").
  * @return OUTBOX_OK, OUTBOX_ERR_NOT_FOUND (the aggregate is not held, or its head is another event),
- *         OUTBOX_ERR_INVALID_ARGUMENT (a NULL or empty consumer, aggregate_id or by; event_id not a
+ *         OUTBOX_ERR_INVALID_ARGUMENT (a NULL or empty aggregate_id or by; event_id not a
  *         UUID), OUTBOX_ERR_TRANSACTION (a transaction is open), OUTBOX_ERR_SCHEMA,
  *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION.
  */

@@ -158,6 +158,10 @@ def test_skip_needs_a_reason_and_the_head_the_operator_saw(world):
 def test_retry_puts_the_relays_failed_events_back(world):
     _, sub, console, _ = world
     assert [r["aggregate_id"] for r in console.state()["parked"] if r["consumer"] is None] == ["relay-1"]
+    # A skip without a consumer is the relay's: refused here, as the head it names is not the head.
+    status, _, answer = console.request("POST", "/api/skip", token=console.operator, body={
+        "aggregate_type": "Order", "aggregate_id": "relay-1", "event_id": str(uuid.uuid4()), "reason": "stale"})
+    assert status == 409 and "at the relay is event" in answer["error"], answer
     status, _, answer = console.request("POST", "/api/retry", token=console.operator, body={})
     assert status == 200 and answer == {"moved": 1}
     wait_until("relay-1 published and applied", lambda: len(sub.applied("relay-1")) == 1)

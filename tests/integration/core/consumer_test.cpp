@@ -1520,3 +1520,41 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     EXPECT_LT(consumer.stop(), 3000);
     EXPECT_EQ(consumer.error(), "");
 }
+
+// The relay's side of the same list: a publish that keeps failing (no queue bound: unroutable)
+// parks its aggregate at the relay; it is listed with source "relay", its FAILED head can be
+// skipped (never published, recorded with who and why), and the aggregate's next event goes out.
+TEST_F(ParkTest, TheRelaysParkedAggregateIsListedAndItsFailedHeadSkipped) {
+    cfg.set("relay.max_attempts", "1");
+    db->exec_simple("BEGIN");
+    write_events(2, 1, "r");
+    db->exec_simple("COMMIT");
+    {
+        outbox::Relay relay(cfg);
+        drain(relay); // nothing bound to the exchange: unroutable, FAILED at once
+    }
+    auto rows = outbox::held::list(*db, cfg, "", true, 10);
+    ASSERT_EQ(rows.size(), 1U);
+    EXPECT_EQ(rows[0].source, "relay");
+    EXPECT_EQ(rows[0].consumer, "");
+    EXPECT_EQ(rows[0].aggregate_id, "r0");
+    EXPECT_EQ(rows[0].state, "parked");
+    EXPECT_EQ(rows[0].head_seq, 1);
+    EXPECT_EQ(rows[0].waiting, 1);
+    EXPECT_NE(rows[0].last_error.find("unroutable"), std::string::npos) << rows[0].last_error;
+    EXPECT_THROW(outbox::held::skip(*db, cfg, "", {"PRD", "r0"}, "11111111-1111-7111-8111-111111111111", "it", "x"),
+                 outbox::Error);
+    Collector queue(cfg.exchange);
+    const std::string skipped = outbox::held::skip(*db, cfg, "", {"PRD", "r0"}, rows[0].head_event_id, "it-test", "bad");
+    EXPECT_EQ(skipped, rows[0].head_event_id);
+    outbox::Relay relay(cfg);
+    drain(relay);
+    const auto &msgs = queue.collect(1, 3000);
+    ASSERT_EQ(msgs.size(), 1U) << "the skipped head is never published; the next event is";
+    EXPECT_EQ(header_string(msgs[0].props, "outbox-seq"), "2");
+    EXPECT_TRUE(outbox::held::list(*db, cfg, "", true, 10).empty());
+    EXPECT_EQ(scalar_long("SELECT count(*) FROM \"" + cfg.schema + "\"." + cfg.inbox_table +
+                          "_skipped WHERE consumer = '' AND skipped_by = 'it-test' AND outbox_id::text = '" + skipped +
+                          "'"),
+              1);
+}
