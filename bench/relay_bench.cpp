@@ -48,6 +48,8 @@ const std::vector<Scenario> &bench::scenario_table() {
         {"K", "bindings (Python, Node) vs C, from --bindings-*", scenario_bindings, true},
         {"Q", "partitioned subscriber: 1, 2, 4 instances, handler --part-handler-ms (throughput, once, order)",
          scenario_partitions, true},
+        {"F", "failing aggregates: the others' throughput and p99 while 1 in 100 keeps failing, vs none failing",
+         scenario_failing, true},
         {"H", "table health: steady load with relay, consumer and purges (--health-minutes)", scenario_health, true},
     };
     return table;

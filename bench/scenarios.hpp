@@ -17,6 +17,7 @@
 //   K         bindings.cpp     the bindings' per-write cost (Python, Node) vs C
 //   H         health.cpp       table health under steady load with relay, consumers and purges
 //   Q         partitions.cpp   one partitioned subscriber at 1, 2, 4 instances: throughput, once, order
+//   F         failing.cpp      the other aggregates' throughput and p99 while 1 aggregate in 100 keeps failing
 //
 // Each scenario appends its rows, figures, series and notes to the Run and records its wall time
 // with Bench::phase; bench/README.md says what each measures and against which target.
@@ -71,6 +72,7 @@ void scenario_writes(Bench &b);         // W
 void scenario_bindings(Bench &b);       // K
 void scenario_health(Bench &b);         // H
 void scenario_partitions(Bench &b);     // Q
+void scenario_failing(Bench &b);        // F
 
 // The table, in the order the scenarios run.
 const std::vector<Scenario> &scenario_table();

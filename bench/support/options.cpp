@@ -114,7 +114,8 @@ std::vector<long> parse_list(const std::string &opt, const char *v, long lo, lon
 // Which sizes the command line gave: --quick changes only the others.
 struct Given {
     bool events = false, writes = false, slices = false, drains = false, sweep = false, batches = false,
-         windows = false, scale = false, lat = false, health = false, part = false, size = false, quiet = false;
+         windows = false, scale = false, lat = false, health = false, part = false, size = false, quiet = false,
+         fail = false;
 };
 
 // One option: what its value does to the options, and which size it gives (--quick leaves those).
@@ -180,6 +181,9 @@ const std::vector<Opt> &option_table() {
         number("--part-aggregates", &Options::part_aggregates, 1, many, &Given::part),
         number("--part-partitions", &Options::part_partitions, 1, 1024),
         number("--part-handler-ms", &Options::part_handler_ms, 0, 10000),
+        number("--fail-events", &Options::fail_events, 1, many, &Given::fail),
+        number("--fail-aggregates", &Options::fail_aggregates, 100, many, &Given::fail),
+        number("--fail-rate", &Options::fail_rate, 1.0, 100000.0, nullptr),
         number("--latency-seconds", &Options::latency_seconds, 0.5, 3600, &Given::lat),
         number("--health-minutes", &Options::health_minutes, 0, 24 * 60, &Given::health),
         number("--health-age-s", &Options::health_age_s, 1, 86400),
@@ -240,6 +244,10 @@ void apply_quick(Options &o, const Given &set) {
     if (!set.part) {
         o.part_events = 1000;
         o.part_aggregates = 100;
+    }
+    if (!set.fail) {
+        o.fail_events = 2000;
+        o.fail_aggregates = 200;
     }
     if (!set.lat) {
         o.latency_seconds = 1.5;

@@ -45,6 +45,9 @@ struct Options {
     long part_aggregates = 2000;    // Q: over this many aggregates
     int part_partitions = 16;       // Q: consumer.partitions
     int part_handler_ms = 2;        // Q: the handler's sleep per event
+    long fail_events = 20000;       // F: the backlog each side of F drains (over fail_aggregates aggregates)
+    long fail_aggregates = 1000;    // F: aggregates of F's events; 1 in 100 fails on F's failing side
+    double fail_rate = 200;         // F: events/s written during F's latency phase (--latency-seconds long)
     double latency_seconds = 8;     // L: offered load held this long per point
     double latency_max_seconds = 6; // L: unpaced writes to find the maximum rate
     std::vector<double> latency_loads{0.25, 0.5, 0.8};

@@ -58,9 +58,9 @@ struct PacedPlan {
 };
 
 // Writer w of n: events w, w + n, ... of the plan; an error goes to `err`.
-void paced_writer(WriterConn &c, const PacedPlan &plan, const IdOf &id_of, int w, int n, PacedWrites &pw,
-                  std::string &err) {
-    std::string agg;
+void paced_writer(WriterConn &c, const PacedPlan &plan, const IdOf &id_of, const IdOf &event_id_of, int w, int n,
+                  PacedWrites &pw, std::string &err) {
+    std::string agg, eid;
     for (long k = w; k < plan.cap; k += n) {
         if (plan.rate > 0) {
             std::this_thread::sleep_until(
@@ -69,6 +69,13 @@ void paced_writer(WriterConn &c, const PacedPlan &plan, const IdOf &id_of, int w
             break;
         }
         id_of(agg, k);
+        if (event_id_of) {
+            event_id_of(eid, k);
+            if (outbox_event_set(c.ev, "event_id", eid.c_str()) != OUTBOX_OK) {
+                err = std::string("event_id: ") + outbox_last_error();
+                return;
+            }
+        }
         if (outbox_event_set(c.ev, "aggregate_id", agg.c_str()) != OUTBOX_OK ||
             outbox_db_exec(c.db, "BEGIN") != OUTBOX_OK || outbox_write(c.db, c.ev) != OUTBOX_OK ||
             outbox_db_exec(c.db, "COMMIT") != OUTBOX_OK) {
@@ -86,7 +93,7 @@ void paced_writer(WriterConn &c, const PacedPlan &plan, const IdOf &id_of, int w
 } // namespace
 
 PacedWrites paced_writes(const Run &run, const Options &o, bool notify, double rate, double seconds, long cap,
-                         const IdOf &id_of) {
+                         const IdOf &id_of, const IdOf &event_id_of) {
     PacedWrites pw;
     pw.commit_ns.assign(static_cast<size_t>(cap), 0);
     std::vector<std::string> errors(static_cast<size_t>(o.writers));
@@ -109,7 +116,7 @@ PacedWrites paced_writes(const Run &run, const Options &o, bool notify, double r
                 err.insert(0, "writer setup: ");
             } else {
                 start.arrive_and_wait();
-                paced_writer(c, plan, id_of, w, o.writers, pw, err);
+                paced_writer(c, plan, id_of, event_id_of, w, o.writers, pw, err);
             }
             if (!err.empty()) {
                 start.give_up();

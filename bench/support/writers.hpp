@@ -62,7 +62,8 @@ struct PacedWrites {
 // Fills in the aggregate id of event k.
 using IdOf = std::function<void(std::string &out, long k)>;
 
+// event_id_of, when given, fills in an explicit event id of event k (F: the handler knows k by it).
 PacedWrites paced_writes(const Run &run, const Options &o, bool notify, double rate, double seconds, long cap,
-                         const IdOf &id_of);
+                         const IdOf &id_of, const IdOf &event_id_of = nullptr);
 
 } // namespace bench

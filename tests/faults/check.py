@@ -18,11 +18,45 @@ Counts, per consumer and summed:
   duplicates  deliveries beyond the first of an event (the runtime logged each, R or D)
   effects!=1  committed events whose effect row count n is not exactly 1
   order       applied effects of one aggregate not in increasing seq order (or a seq gap)
+
+Faults 15 and 16 (failing handlers, faults.json "parking"): the consumers' handlers fail for the
+aggregates failing_class() names; db.json also holds the skipped events and when each effect was
+applied. There a committed event is accounted for when applied once or skipped (never both); the
+events skipped must be exactly the permanent failures (odd seqs of the "permanent" aggregates);
+and no event of an aggregate may be applied before its skipped head was skipped (an applied head
+is covered by the increasing-seq order of the effects).
 """
 import collections
 import json
 import os
 import sys
+
+
+def fnv1a(text):
+    h = 2166136261
+    for b in text.encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def failing_class(aggregate_id, fail_pct):
+    """The class of an aggregate's handler failures (consumer.cpp, failing_class): None, "flaky"
+    (each event fails its first 2 runs in a process), "broken" (until the fix is deployed) or
+    "permanent" (odd seqs fail permanently)."""
+    h = fnv1a(aggregate_id)
+    if fail_pct <= 0 or h % 100 >= fail_pct:
+        return None
+    return ("flaky", "broken", "permanent")[(h // 100) % 3]
+
+
+def failed_runs(path):
+    """Class -> handler runs that failed on purpose (F lines) in one consumer's log."""
+    out = collections.Counter()
+    for line in open(path):
+        p = line.split()
+        if len(p) >= 5 and p[0] == "F":
+            out[p[4]] += 1
+    return out
 
 
 def read_writer_logs(d):
@@ -154,16 +188,30 @@ def check(d):
     for c, eid, agg, seq, n, applied in db["effects"]:
         effects[c].append((applied, eid, agg, seq, n))
 
+    parking = faults.get("parking")
+    skipped = collections.defaultdict(dict)  # consumer -> id -> (agg, seq, skipped_at us)
+    effect_at = {}  # (consumer, id) -> applied at, us
+    expected_skips = set()
+    if parking:
+        for c, eid, agg, seq, at, _by in db.get("skipped", []):
+            skipped[c][eid] = (agg, seq, at)
+        for c, eid, at in db.get("effect_times", []):
+            effect_at[(c, eid)] = at
+        expected_skips = set(e for e, (agg, s) in committed.items()
+                             if failing_class(agg, parking["fail_pct"]) == "permanent" and s % 2 == 1)
+
     per = {}
     for c in consumers:
         receipts, first_order, first_info, last_info = read_consumer_log(os.path.join(d, "consumer-%s.log" % c))
         eff = sorted(effects.get(c, []))
         applied = {e[1]: e[4] for e in eff}
-        lost = [e for e in committed if e not in applied]
-        unexpected = sorted(set(e for e in receipts if e not in committed) | set(e for e in applied if e not in committed))
+        sk = skipped.get(c, {})
+        lost = [e for e in committed if e not in applied and e not in sk]
+        unexpected = sorted(set(e for e in receipts if e not in committed) | set(e for e in applied if e not in committed)
+                            | set(e for e in sk if e not in committed))
         dups = sum(n - 1 for n in receipts.values() if n > 1)
         max_dup = max(receipts.values(), default=1) - 1
-        not_once = [e for e, n in applied.items() if n != 1]
+        not_once = [e for e, n in applied.items() if n != 1 or e in sk]  # a skipped event applied too
         by_agg = collections.defaultdict(list)
         for _, eid, agg, seq, _ in eff:
             by_agg[agg].append((seq, eid))
@@ -172,6 +220,15 @@ def check(d):
             if eid in committed:
                 first_by_agg[agg].append((seq, eid))
         bad_applied, redelivered_applied = split_violations(order_violations(by_agg), last_info)
+        # A skipped head: the aggregate's later events applied after the skip, its earlier ones before.
+        before_skip = 0
+        if parking:
+            for eid, (agg, s, at) in sk.items():
+                for seq, other in by_agg.get(agg, []):
+                    t = effect_at.get((c, other))
+                    if t is not None and ((seq > s and t <= at) or (seq < s and t >= at)):
+                        before_skip += 1
+            bad_applied += before_skip
         bad_first, redelivered_first = split_violations(order_violations(first_by_agg), first_info)
         per[c] = {
             "received": sum(receipts.values()),
@@ -189,6 +246,14 @@ def check(d):
             "order_violations_first_delivery": bad_first,
             "reordered_by_redelivery_flagged_stale": max(redelivered_applied, redelivered_first),
         }
+        if parking:
+            per[c].update({
+                "skipped": len(sk),
+                "skipped_not_permanent": len(set(sk) - expected_skips),
+                "permanent_not_skipped": len(expected_skips - set(sk)),
+                "applied_out_of_turn_with_a_skip": before_skip,
+                "failed_runs": dict(failed_runs(os.path.join(d, "consumer-%s.log" % c))),
+            })
 
     allowed = faults["duplicates_allowed"]
     total = {
@@ -207,7 +272,25 @@ def check(d):
         "order_violations": sum(p["order_violations_applied"] + p["order_violations_first_delivery"] for p in per.values()) + seq_gaps,
         "reordered_by_redelivery": sum(p["reordered_by_redelivery_flagged_stale"] for p in per.values()),
     }
+    if parking:
+        total["skipped"] = sum(p["skipped"] for p in per.values())
+        total["skips_as_expected"] = all(p["skipped_not_permanent"] == 0 and p["permanent_not_skipped"] == 0
+                                         for p in per.values())
+        runs = collections.Counter()
+        for p in per.values():
+            runs.update(p["failed_runs"])
+        total["failed_runs"] = dict(runs)
+        classes = collections.Counter(failing_class(a, parking["fail_pct"]) for a in seqs)
+        total["failing_aggregates"] = {k: v for k, v in classes.items() if k}
     problems = []
+    if parking:
+        for c, p in per.items():
+            if p["skipped_not_permanent"]:
+                problems.append("%s: %d skipped events that were no permanent failure" % (c, p["skipped_not_permanent"]))
+            if p["permanent_not_skipped"]:
+                problems.append("%s: %d permanent failures not skipped" % (c, p["permanent_not_skipped"]))
+        if db.get("held_left"):
+            problems.append("%d aggregates still held after the drain" % db["held_left"])
     if total["lost"]:
         problems.append("lost %d" % total["lost"])
     if total["unexpected"]:

@@ -3,7 +3,7 @@
 // every delivery it saw.
 //
 //   outbox_fault_consumer --name C --schema S --exchange X --log FILE [--handler-sleep-us N]
-//                         [--set key=value]...
+//                         [--fail-pct N --fixed-file PATH] [--set key=value]...
 //
 // The handler, inside the consumer's transaction, inserts (consumer, event) into <schema>.effects;
 // a second application of the same event would raise the row's n above 1, which the checker
@@ -11,7 +11,15 @@
 //   R <event-id> <aggregate-id> <seq> <delivery-count> <epoch-ms> <order>  the handler ran (first time per
 //     dedupe); <order> is the inbox's report: in_order, stale, gap or unchecked
 //   D <event-id>                                        a redelivery the inbox answered "seen"
+//   F <event-id> <aggregate-id> <seq> <class> <epoch-ms>  the handler failed on purpose (rolled back)
 //   L <epoch-ms> <level> <message>                      the runtime's log (reconnects, errors)
+// --fail-pct N (faults 15, 16: parked aggregates): the handler fails for the aggregates whose
+// FNV-1a hash of the id is below N modulo 100, in a class chosen by (hash / 100) % 3, the same as
+// failing_class() in check.py:
+//   flaky      each event fails its first 2 runs in this process (transient), then succeeds
+//   broken     transient failure until the file --fixed-file exists ("the fix is deployed")
+//   permanent  events with an odd seq fail with OUTBOX_HANDLER_PERMANENT (only a skip gets past
+//              them); even ones succeed
 // Reads OUTBOX_PG_URL and OUTBOX_AMQP_URL; stops on SIGTERM/SIGINT.
 #include <outbox.h>
 
@@ -22,10 +30,13 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,13 +74,59 @@ struct Ctx {
     std::string name;
     std::string insert_sql;
     long sleep_us = 0;
+    int fail_pct = 0;
+    std::string fixed_file;
+    std::mutex mu;
+    std::unordered_map<std::string, int> runs; // flaky class: handler runs per event in this process
 };
+
+uint32_t fnv1a(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s != '\0'; ++s) {
+        h ^= static_cast<unsigned char>(*s);
+        h *= 16777619u;
+    }
+    return h;
+}
+
+// The class of an aggregate's failures: nullptr for one that never fails.
+const char *failing_class(const Ctx &ctx, const char *agg) {
+    const uint32_t h = fnv1a(agg);
+    if (ctx.fail_pct <= 0 || static_cast<int>(h % 100) >= ctx.fail_pct) {
+        return nullptr;
+    }
+    static const char *const classes[] = {"flaky", "broken", "permanent"};
+    return classes[(h / 100) % 3];
+}
+
+// 0 (go on), or the handler's failing return value for this run of the event.
+int planned_failure(Ctx &ctx, const char *cls, const char *id, int64_t seq) {
+    if (cls == nullptr) {
+        return 0;
+    }
+    const std::string c = cls;
+    if (c == "flaky") {
+        std::lock_guard<std::mutex> lock(ctx.mu);
+        return ctx.runs[id]++ < 2 ? 1 : 0;
+    }
+    if (c == "broken") {
+        return access(ctx.fixed_file.c_str(), F_OK) == 0 ? 0 : 1;
+    }
+    return seq % 2 == 1 ? OUTBOX_HANDLER_PERMANENT : 0;
+}
 
 int handle(outbox_db *tx, const outbox_message *msg, void *ud) {
     auto *ctx = static_cast<Ctx *>(ud);
     const char *id = outbox_message_field(msg, "OUTBOX_ID");
     const char *agg = outbox_message_field(msg, "AGGREGATE_ID");
     const std::string seq = std::to_string(outbox_message_seq(msg));
+    const char *cls = failing_class(*ctx, agg);
+    const int fail = planned_failure(*ctx, cls, id, outbox_message_seq(msg));
+    if (fail != 0) {
+        log_line(std::string("F ") + id + " " + agg + " " + seq + " " + cls + " " + std::to_string(now_ms()));
+        outbox_handler_error((std::string("fault suite: ") + cls + " aggregate " + agg + ", seq " + seq).c_str());
+        return fail;
+    }
     // The inbox's order report goes in too: the checker requires every event applied after a
     // later one of its aggregate to be a redelivery the library flagged as stale.
     static const char *const orders[] = {"unchecked", "in_order", "stale", "gap"};
@@ -123,6 +180,10 @@ int main(int argc, char **argv) {
             log = v;
         else if (a == "--handler-sleep-us")
             ctx.sleep_us = std::atol(v.c_str());
+        else if (a == "--fail-pct")
+            ctx.fail_pct = std::atoi(v.c_str());
+        else if (a == "--fixed-file")
+            ctx.fixed_file = v;
         else if (a == "--set" && v.find('=') != std::string::npos)
             sets.emplace_back(v.substr(0, v.find('=')), v.substr(v.find('=') + 1));
         else {
@@ -132,7 +193,9 @@ int main(int argc, char **argv) {
     }
     if (name.empty() || schema.empty() || exchange.empty() || log.empty() || argc % 2 == 0) {
         std::fprintf(stderr,
-                     "usage: %s --name C --schema S --exchange X --log FILE [--handler-sleep-us N] [--set k=v]...\n",
+                     "usage: %s --name C --schema S --exchange X --log FILE [--handler-sleep-us N] [--fail-pct N "
+                     "--fixed-file PATH]"
+                     " [--set k=v]...\n",
                      argv[0]);
         return 2;
     }
