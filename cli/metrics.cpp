@@ -1,6 +1,5 @@
 #include "metrics.hpp"
 
-#include <cjson/cJSON.h>
 #include <httplib.h>
 
 #include <cstdio>
@@ -27,14 +26,6 @@ std::string label_value(const std::string &v) {
     }
     return label;
 }
-
-double number(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-// At most this many subscribers get series of their own: labels stay bounded.
-constexpr size_t kMaxSubscribers = 200;
 
 } // namespace
 
@@ -79,50 +70,9 @@ void Metrics::set_lag(std::optional<double> lag_s, const std::string &error) {
     lag_error_ = error;
 }
 
-void Metrics::set_parked(const std::string &summary_json) {
-    std::unique_ptr<cJSON, void (*)(cJSON *)> rows(cJSON_Parse(summary_json.c_str()), cJSON_Delete);
-    std::vector<Held> held;
-    const cJSON *r = nullptr;
-    cJSON_ArrayForEach(r, rows.get()) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(r, "consumer");
-        if (held.size() < kMaxSubscribers) {
-            held.push_back({cJSON_IsString(name) ? name->valuestring : "", number(r, "parked"), number(r, "retrying"),
-                            number(r, "oldest_parked_age_s"),
-                            number(r, cJSON_IsString(name) ? "lag_s" : "oldest_unpublished_age_s")});
-        }
-    }
+void Metrics::set_parked(std::string text) {
     std::lock_guard<std::mutex> lock(mu_);
-    held_ = std::move(held);
-}
-
-// Per subscriber (label subscriber), and the relay's (outbox_relay_*): what an operator alerts on.
-std::string Metrics::render_held() const {
-    std::string o;
-    auto family = [&](const char *name, const char *help, double Held::*field, bool relay) {
-        o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n";
-        for (const Held &h : held_) {
-            if (h.subscriber.empty() == relay) {
-                o += name + (relay ? std::string() : "{subscriber=\"" + label_value(h.subscriber) + "\"}") + " " +
-                     num(h.*field) + "\n";
-            }
-        }
-    };
-    family("outbox_parked_aggregates", "Aggregates of a subscriber parked until an operator redrives or skips them.",
-           &Held::parked, false);
-    family("outbox_retrying_aggregates", "Aggregates of a subscriber held while their failed head is retried.",
-           &Held::retrying, false);
-    family("outbox_oldest_parked_age_seconds", "Age of a subscriber's oldest parked aggregate (0 when none).",
-           &Held::oldest_parked_age_s, false);
-    family("outbox_subscriber_lag_seconds",
-           "How far the newest event a subscriber processed is behind the newest one published, in event time.",
-           &Held::lag_s, false);
-    family("outbox_oldest_unpublished_age_seconds", "Age of the oldest event not yet published (0 when none).",
-           &Held::lag_s, true);
-    family("outbox_relay_parked_aggregates", "Aggregates the relay parked (FAILED events, and those behind them).",
-           &Held::parked, true);
-    family("outbox_relay_oldest_parked_age_seconds", "Age of the relay's oldest parked aggregate (0 when none).",
-           &Held::oldest_parked_age_s, true);
-    return o;
+    parked_text_ = std::move(text);
 }
 
 std::string Metrics::render() const {
@@ -165,7 +115,7 @@ std::string Metrics::render() const {
     }
     gauge("outbox_relay_healthy", "1 when the last relay step succeeded (the reason is on /healthz).",
           stepped_ && last_error_.empty() ? 1 : 0);
-    return o + render_held();
+    return o + parked_text_;
 }
 
 std::pair<int, std::string> Metrics::health(double max_lag_s) const {
@@ -246,11 +196,11 @@ void MetricsServer::lag_loop() {
             double lag = 0;
             check(outbox_lag(&lag, db.get()));
             m_.set_lag(lag);
-            char *summary = nullptr;
-            if (outbox_parked_summary(&summary, db.get()) == OUTBOX_OK) {
-                m_.set_parked(summary);
+            char *text = nullptr;
+            if (outbox_metrics_text(&text, db.get()) == OUTBOX_OK) {
+                m_.set_parked(text);
             }
-            outbox_string_free(summary);
+            outbox_string_free(text);
         } catch (const std::exception &e) {
             db.reset();
             m_.set_lag(std::nullopt, e.what());

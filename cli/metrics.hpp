@@ -29,8 +29,8 @@ class Metrics {
     void on_step(const outbox_relay_step_info &info);
     // From the lag thread: nullopt when the lag query failed.
     void set_lag(std::optional<double> lag_s, const std::string &error = {});
-    // From the lag thread: outbox_parked_summary's JSON (held aggregates per subscriber, and the relay's).
-    void set_parked(const std::string &summary_json);
+    // From the lag thread: outbox_metrics_text (held aggregates and lag per subscriber, the relay's).
+    void set_parked(std::string text);
 
     // Prometheus text exposition format 0.0.4.
     [[nodiscard]] std::string render() const;
@@ -51,13 +51,7 @@ class Metrics {
     std::string amqp_node_;
     bool stepped_ = false;
     std::string last_error_; // empty after a successful step
-    struct Held {
-        std::string subscriber; // empty: the relay
-        double parked = 0, retrying = 0, oldest_parked_age_s = 0;
-        double lag_s = 0; // a subscriber's lag; the relay's: its oldest unpublished event's age
-    };
-    std::vector<Held> held_;
-    [[nodiscard]] std::string render_held() const;
+    std::string parked_text_; // outbox_metrics_text, as the library renders it
 };
 
 // Serves /metrics and /healthz on addr ("127.0.0.1:9187"), and refreshes the lag gauge every

@@ -130,5 +130,10 @@ struct Summary {
 // Per subscriber (every consumer with rows in the inbox, at most 200, and every one holding
 // aggregates), then the relay: what an operator alerts on (the relay's /metrics, the console).
 std::vector<Summary> summary(pg::Conn &conn, const Config &cfg);
+// The summary as Prometheus text exposition (0.0.4): per subscriber (label subscriber)
+// outbox_parked_aggregates, outbox_retrying_aggregates, outbox_oldest_parked_age_seconds and
+// outbox_subscriber_lag_seconds; the relay's outbox_relay_parked_aggregates,
+// outbox_relay_oldest_parked_age_seconds and outbox_oldest_unpublished_age_seconds.
+std::string metrics_text(const std::vector<Summary> &rows);
 
 } // namespace outbox::held

@@ -202,6 +202,8 @@ export class Database {
   redrive(consumer: string | null, aggregateType: string | null, aggregateId: string | number): Promise<number>;
   /** Redrives every parked aggregate of the consumer; resolves with how many. */
   redriveAll(consumer: string): Promise<number>;
+  /** The gauges an operator alerts on (parked, retrying, oldest parked age and lag per subscriber; the relay's), as Prometheus text for a /metrics of your own. */
+  metricsText(): Promise<string>;
   /**
    * Skips a held aggregate's head, recorded with `by` and `reason`: its next held event is due now.
    * Resolves with the skipped event's id; NOT_FOUND when not held, or the head is not `eventId`.

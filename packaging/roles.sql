@@ -48,6 +48,10 @@
 \set members_table :inbox_table _members
 \set partitionings_table :inbox_table _partitionings
 \set inbox_v1_table :inbox_table _v1
+\set held_table :inbox_table _held
+\set held_events_table :inbox_table _held_events
+\set held_order_seq :inbox_table _held_events_held_order_seq
+\set skipped_table :inbox_table _skipped
 
 SELECT format('CREATE ROLE %I NOLOGIN', r)
   FROM unnest(ARRAY['outbox_writer', 'outbox_relay', 'outbox_consumer', 'outbox_operator']) AS r
@@ -80,6 +84,10 @@ GRANT SELECT, INSERT, UPDATE (last_seq, updated_at) ON :"schema".:"positions_tab
 -- count recorded once per subscriber.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".:"members_table" TO outbox_consumer;
 GRANT SELECT, INSERT ON :"schema".:"partitionings_table" TO outbox_consumer;
+-- Parked aggregates (consumer.on_failure=park): the held aggregates (share-locked by the dedupe
+-- statement, claimed FOR UPDATE by a retry) and their held messages.
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".:"held_table", :"schema".:"held_events_table" TO outbox_consumer;
+GRANT USAGE ON SEQUENCE :"schema".:"held_order_seq" TO outbox_consumer;
 
 -- operator
 GRANT SELECT ON :"schema".:"outbox_table", :"schema".:"events_table", :"schema".:"relay_table",
@@ -97,3 +105,15 @@ GRANT DELETE ON :"schema".:"receipts_table" TO outbox_operator;
 GRANT EXECUTE ON FUNCTION :"schema".:"drop_partition_fn"(text), :"schema".:"drop_detached_fn"() TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_table" TO outbox_operator;
 GRANT SELECT, DELETE ON :"schema".:"inbox_v1_table" TO outbox_operator;
+-- outbox parked (list, redrive, skip): a redrive sets the aggregate's state; a skip records the
+-- head as skipped and in the inbox (its position too), then releases the aggregate; for the
+-- relay's, it removes the FAILED head from the parked events.
+GRANT SELECT, UPDATE, DELETE ON :"schema".:"held_table" TO outbox_operator;
+GRANT SELECT, DELETE ON :"schema".:"held_events_table" TO outbox_operator;
+GRANT SELECT, INSERT ON :"schema".:"skipped_table" TO outbox_operator;
+GRANT INSERT ON :"schema".:"inbox_table" TO outbox_operator;
+GRANT SELECT, INSERT, UPDATE (last_seq, updated_at) ON :"schema".:"positions_table" TO outbox_operator;
+-- The relay's /metrics: the held aggregates, and each subscriber's newest event id (its lag); of the
+-- inbox, only those two columns.
+GRANT SELECT ON :"schema".:"held_table" TO outbox_relay;
+GRANT SELECT (consumer, outbox_id) ON :"schema".:"inbox_table" TO outbox_relay;

@@ -287,6 +287,13 @@ class Db {
         check(locked(mu_, [&] { return failure(outbox_inbox_purge(&deleted, h, older_than_s, batch)); }));
         return deleted;
     }
+    // The gauges an operator alerts on, as Prometheus text (outbox_metrics_text).
+    std::string metrics_text() {
+        outbox_db *h = handle();
+        char *text = nullptr;
+        check(locked(mu_, [&] { return failure(outbox_metrics_text(&text, h)); }));
+        return owned_text(text);
+    }
     // Parked aggregates (outbox_parked_*): the JSON texts as they are, for the package to parse.
     std::string parked_list(const py::object &consumer, bool include_relay, int limit) {
         const OptText who(consumer, "consumer");
@@ -842,6 +849,7 @@ PYBIND11_MODULE(_native, m) {
         .def("write", &Db::write, "fields"_a)
         .def("dedupe", &Db::dedupe, "consumer"_a, "event_id"_a, "aggregate_type"_a, "aggregate_id"_a, "seq"_a)
         .def("purge_inbox", &Db::purge_inbox, "older_than_s"_a, "batch"_a)
+        .def("metrics_text", &Db::metrics_text)
         .def("parked_list", &Db::parked_list, "consumer"_a, "include_relay"_a, "limit"_a)
         .def("parked_redrive", &Db::parked_redrive, "consumer"_a, "aggregate_type"_a, "aggregate_id"_a)
         .def("parked_redrive_all", &Db::parked_redrive_all, "consumer"_a)

@@ -1372,6 +1372,19 @@ OUTBOX_API outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, co
  *         OUTBOX_ERR_CONNECTION.
  */
 OUTBOX_API outbox_status outbox_parked_summary(char **json_out, outbox_db *db);
+/**
+ * outbox_parked_summary()'s figures as Prometheus text exposition (format 0.0.4), for a process's
+ * own `/metrics` (a consumer process serves it from its web framework; `outbox relay
+ * --metrics-addr` appends it to its own): per subscriber, label `subscriber`,
+ * `outbox_parked_aggregates`, `outbox_retrying_aggregates`, `outbox_oldest_parked_age_seconds` and
+ * `outbox_subscriber_lag_seconds`; the relay's `outbox_relay_parked_aggregates`,
+ * `outbox_relay_oldest_parked_age_seconds` and `outbox_oldest_unpublished_age_seconds`. Gauges in
+ * seconds and counts; one series per subscriber (at most 200 from the inbox).
+ * @param[out] text_out the text (owned: free with outbox_string_free()); NULL on failure.
+ * @return OUTBOX_OK, OUTBOX_ERR_INVALID_ARGUMENT (a NULL argument), OUTBOX_ERR_SCHEMA,
+ *         OUTBOX_ERR_DATABASE, OUTBOX_ERR_CONNECTION, OUTBOX_ERR_TRANSACTION.
+ */
+OUTBOX_API outbox_status outbox_metrics_text(char **text_out, outbox_db *db);
 /** A progress callback: `done` so far; called on the calling thread, between batches. */
 typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 /**

@@ -89,6 +89,15 @@ outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, const char *c
     });
 }
 
+outbox_status outbox_metrics_text(char **text_out, outbox_db *db) {
+    OUTBOX_REQUIRE(text_out);
+    *text_out = nullptr;
+    OUTBOX_REQUIRE(db);
+    return guard([&] {
+        *text_out = outbox::capi::dup_string(outbox::held::metrics_text(outbox::held::summary(db->conn, db->cfg)));
+    });
+}
+
 outbox_status outbox_parked_summary(char **json_out, outbox_db *db) {
     OUTBOX_REQUIRE(json_out);
     *json_out = nullptr;

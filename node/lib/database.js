@@ -89,9 +89,7 @@ class Database extends Handle {
   }
 
   /** Removes inbox rows older than olderThanSeconds, whole partitions at a time (outbox_inbox_purge). */
-  purgeInbox(olderThanSeconds, batch = 1000) {
-    return this._op((h) => native.inbox_purge(h, olderThanSeconds, batch));
-  }
+  purgeInbox(olderThanSeconds, batch = 1000) { return this._op((h) => native.inbox_purge(h, olderThanSeconds, batch)); }
 
   /** Aggregates held after a handler's failure, oldest first (outbox_parked_list); consumer null: all. */
   async parked(consumer = null, { includeRelay = true, limit = 100 } = {}) {
@@ -104,9 +102,10 @@ class Database extends Handle {
   }
 
   /** Redrives every parked aggregate of the consumer (outbox_parked_redrive_all); resolves with how many. */
-  redriveAll(consumer) {
-    return this._op((h) => native.parked_redrive_all(h, consumer));
-  }
+  redriveAll(consumer) { return this._op((h) => native.parked_redrive_all(h, consumer)); }
+
+  /** The gauges an operator alerts on, as Prometheus text for a /metrics of your own (outbox_metrics_text). */
+  metricsText() { return this._op((h) => native.metrics_text(h)); }
 
   /** Skips a held aggregate's head, recorded with by and reason (outbox_parked_skip); resolves with its id. */
   skip(consumer, aggregateType, aggregateId, { by, reason = '', eventId = null } = {}) {

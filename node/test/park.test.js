@@ -89,6 +89,9 @@ for (const [mode, how] of [['client', 'class'], ['own', 'flag']]) {
       'TypeError: the order is malformed');
     assert.equal(typeof a.parkedAgeS, 'number');
     assert.deepEqual(await db.parked('nobody', { includeRelay: false, limit: 5 }), []);
+    const metrics = await db.metricsText(); // what a consumer process serves on its own /metrics
+    assert.ok(metrics.includes(`outbox_parked_aggregates{subscriber="${name}"} 2\n`), metrics);
+    assert.ok(metrics.includes('# TYPE outbox_subscriber_lag_seconds gauge'), metrics);
 
     broken = false; // the cause fixed: a's head, then its held event, in order
     assert.equal(await db.redrive(name, 'ORD', 'a'), 1);

@@ -470,6 +470,8 @@ outbox_status outbox_parked_skip(char **skipped_id, outbox_db *db, const char *c
 
 outbox_status outbox_parked_summary(char **json_out, outbox_db *db);
 
+outbox_status outbox_metrics_text(char **text_out, outbox_db *db);
+
 typedef void (*outbox_progress_fn)(int64_t done, void *user_data);
 
 outbox_status outbox_purge_published_progress(int64_t *deleted, outbox_db *db, int64_t older_than_s,

@@ -34,10 +34,18 @@ final class OutboxParked
             $this->f->outbox_parked_list($out, $this->db, $consumer, $includeRelay ? 1 : 0, $limit));
     }
 
-    /** Per subscriber (consumer null: the relay): parked, retrying, oldest_parked_age_s. */
+    /** Per subscriber: parked, retrying, oldest_parked_age_s, lag_s; the relay's (consumer null): oldest_unpublished_age_s. */
     public function summary(): array
     {
         return $this->json(fn(FFI\CData $out): int => $this->f->outbox_parked_summary($out, $this->db));
+    }
+
+    /** The gauges an operator alerts on, as Prometheus text for a /metrics of your own (outbox_metrics_text). */
+    public function metricsText(): string
+    {
+        $out = $this->f->new('char*');
+        $this->outbox->check($this->f->outbox_metrics_text(FFI::addr($out), $this->db));
+        return $this->owned($out);
     }
 
     /** Tries a held aggregate's head once more now, then its held events in order; 1 when it was held, else 0. */

@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import _native
 from ._config import Config, config_keys
 from ._db import Db, Rows, TxState, dedupe, dedupe_async, migrate, purge_inbox, write, write_async
-from ._db import parked, redrive, redrive_all, skip
+from ._db import metrics_text, parked, redrive, redrive_all, skip
 from ._errors import (
     ArgumentTypeError, BrokerError, ConnectionLost, DatabaseError, DuplicateEvent, Error, InternalError,
     InvalidArgument, InvalidEvent, LibpqMismatch, NotFound, OutOfMemory, PermanentFailure, SchemaError, Stopped,
@@ -31,11 +31,10 @@ def libpq_version() -> int:
 
 __all__ = [  # writing; connections and schema; relay; consumers; errors
     "__version__", "library_version", "libpq_version", "write", "write_async", "Event", "EventFields", "Operation",
-    "OperationName", "Written", "render_write", "Statement",
-    "Db", "TxState", "Rows", "migrate", "Config", "config_keys",
-    "Relay", "RelayStats",
-    "Consumer", "Message", "Handler", "dedupe", "dedupe_async", "consume_async", "AsyncHandler", "render_dedupe",
-    "DedupeResult", "Order", "purge_inbox", "PermanentFailure", "parked", "redrive", "redrive_all", "skip",
+    "OperationName", "Written", "render_write", "Statement", "Db", "TxState", "Rows", "migrate", "Config", "config_keys",
+    "Relay", "RelayStats", "Consumer", "Message", "Handler", "dedupe", "dedupe_async", "consume_async", "AsyncHandler",
+    "render_dedupe", "DedupeResult", "Order", "purge_inbox", "PermanentFailure", "parked", "redrive", "redrive_all",
+    "skip", "metrics_text",
     "Error", "InvalidArgument", "ArgumentTypeError", "InvalidEvent", "TooLarge", "DuplicateEvent", "DatabaseError",
     "ConnectionLost", "BrokerError", "Timeout", "SchemaError", "TransactionError", "OutOfMemory", "Stopped",
     "InternalError", "UnknownKey", "NotFound", "LibpqMismatch",

@@ -275,21 +275,22 @@ async def dedupe_async(conn: Any, consumer: Any, event: Any, *, seq: Optional[in
     config = config if config is not None else getattr(consumer, "config", None)
     return await driver_for(conn, asyncio=True).dedupe(conn, key, config)  # type: ignore[no-any-return]
 
-def purge_inbox(conn: Any, older_than: Union[float, _dt.timedelta], *, batch: int = 1000,
-                config: ConfigLike = None) -> int:
-    """Removes inbox rows processed more than ``older_than`` ago (``outbox_inbox_purge``; a URL or an
-    :class:`outbox.Db`); returns how many. InvalidArgument below ``inbox.retention_s``."""
+def purge_inbox(conn: Any, older_than: Union[float, _dt.timedelta], *, batch: int = 1000, config: ConfigLike = None) -> int:
+    """Removes inbox rows processed over ``older_than`` ago (``outbox_inbox_purge``; a URL or a Db); returns how many."""
     with _on(conn, config, allow_url=True) as db:
         return db.purge_inbox(older_than, batch=batch)
 
-def _parked(conn: Any, config: ConfigLike, call: str, consumer: Any, *args: Any) -> Any:  # URL or Db, as purge_inbox
-    with _on(conn, config, allow_url=True) as db:  # consumer: a name, a Consumer (its name) or None
-        return getattr(db._native(), call)(None if consumer is None else str(getattr(consumer, "name", consumer)), *args)
+def _parked(conn: Any, config: ConfigLike, call: str, *args: Any) -> Any:  # URL or Db, as purge_inbox
+    with _on(conn, config, allow_url=True) as db:  # args[0], if any: the consumer, a name, a Consumer or None
+        who = [None if args[0] is None else str(getattr(args[0], "name", args[0]))] if args else []
+        return getattr(db._native(), call)(*who, *args[1:])
+
+def metrics_text(conn: Any, *, config: ConfigLike = None) -> str:
+    return str(_parked(conn, config, "metrics_text"))  # outbox_metrics_text: Prometheus text for your own /metrics
 
 def parked(conn: Any, consumer: Any = None, include_relay: bool = True, limit: int = 100, *,
            config: ConfigLike = None) -> List[Dict[str, Any]]:
-    """The aggregates held after a handler's failure, oldest first (``outbox_parked_list``; ``consumer`` None: all):
-    dicts with ``consumer``, ``aggregate_type``, ``aggregate_id``, ``state``, ``attempts``, ``last_error``, ``waiting``..."""
+    """Aggregates held after a handler failed, oldest first (``outbox_parked_list``'s dicts; ``consumer`` None: all)."""
     return list(json.loads(_parked(conn, config, "parked_list", consumer, bool(include_relay), int(limit))))
 
 def redrive(conn: Any, consumer: Any, aggregate_type: Optional[str], aggregate_id: Any, *, config: ConfigLike = None) -> int:
@@ -302,7 +303,6 @@ def redrive_all(conn: Any, consumer: Any, *, config: ConfigLike = None) -> int:
 
 def skip(conn: Any, consumer: Any, aggregate_type: Optional[str], aggregate_id: Any, *, by: str, reason: str = "",
          event_id: Optional[str] = None, config: ConfigLike = None) -> str:
-    """Skips a held aggregate's head, recorded with ``by`` and ``reason`` (``outbox_parked_skip``); returns its id.
-    NotFound when the aggregate is not held, or its head is not ``event_id``."""
+    """Skips a held aggregate's head with ``by``, ``reason`` (``outbox_parked_skip``; NotFound: not it); returns its id."""
     return str(_parked(conn, config, "parked_skip", consumer, aggregate_type, str(aggregate_id),
                        None if event_id is None else str(event_id), by, reason))

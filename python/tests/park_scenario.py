@@ -75,6 +75,9 @@ def run_scenario(admin: psycopg.Connection, schema: str, cfg: outbox.Config, con
         assert b["last_error"] == "PermanentFailure: the order is malformed", b
         assert {r["aggregate_id"] for r in outbox.parked(PG_URL, consumer, include_relay=False, config=cfg)} == {"a", "b"}
         assert outbox.parked(db, "nobody") == []
+        metrics = outbox.metrics_text(db)  # what a consumer process serves on its own /metrics
+        assert f'outbox_parked_aggregates{{subscriber="{name}"}} 2\n' in metrics, metrics
+        assert "# TYPE outbox_subscriber_lag_seconds gauge" in metrics and "outbox_oldest_unpublished_age_seconds " in metrics
 
         failing.broken = False  # the cause fixed: a's head and its held event, in order
         assert outbox.redrive(db, consumer, "ORD", "a") == 1

@@ -221,6 +221,9 @@ check('park: b parked at once by PermanentFailure, 1 event waiting', ($rows['b']
     && str_contains((string)$rows['b']['last_error'], 'PermanentFailure: the order is malformed'), json_encode($rows['b'] ?? null));
 $summary = array_values(array_filter($operator->summary(), fn(array $s): bool => $s['consumer'] === $parkName));
 check('park: the summary counts 2 parked', count($summary) === 1 && $summary[0]['parked'] === 2, json_encode($summary));
+$metrics = $operator->metricsText();
+check('park: the metrics text counts 2 parked for a /metrics of its own',
+    str_contains($metrics, "outbox_parked_aggregates{subscriber=\"$parkName\"} 2\n"), $metrics);
 $broken['a'] = false;
 check('park: redrive of a held aggregate returns 1', $operator->redrive($parkName, 'PARK', 'a') === 1);
 check('park: redrive of an aggregate not held returns 0', $operator->redrive($parkName, 'PARK', 'c') === 0);

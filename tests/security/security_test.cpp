@@ -192,6 +192,8 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     // A consumer (its queue bound first), then the relay publishes with its role.
     // A partitioned subscriber, so its membership tables are used with the role's grants too.
     set("pg.url", pg_url_as(consumer_role, pw));
+    set("consumer.retry_initial_ms", "20"); // its first event fails once: held and retried, as this role
+    set("consumer.retry_poll_ms", "20");
     set("consumer.partitions", "2");
     set("consumer.queue_type", "quorum"); // partitions are quorum queues
     outbox_consumer *consumer = nullptr;
@@ -213,12 +215,18 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     struct Seen {
         std::mutex m;
         std::vector<std::string> ids;
+        bool failed = false;
         outbox_consumer *c;
     } seen;
     seen.c = consumer;
     auto handler = [](outbox_db *, const outbox_message *msg, void *ud) {
         auto *s = static_cast<Seen *>(ud);
         std::lock_guard<std::mutex> lock(s->m);
+        if (!s->failed) { // held in PostgreSQL, then retried from there: the role's grants cover both
+            s->failed = true;
+            outbox_handler_error("the first attempt fails");
+            return 1;
+        }
         s->ids.emplace_back(outbox_message_field(msg, "OUTBOX_ID"));
         if (s->ids.size() == 3) {
             outbox_consumer_stop(s->c);
@@ -228,6 +236,15 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
     ASSERT_EQ(outbox_consumer_run(consumer, nullptr, handler, &seen), OUTBOX_OK) << outbox_last_error();
     EXPECT_EQ(seen.ids.size(), 3U);
     EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM \"" + schema + "\".outbox_inbox"), "3");
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM \"" + schema + "\".outbox_inbox_held"), "0")
+        << "the held aggregate was released by the consumer role";
+    // The relay role reads what its /metrics shows of the held aggregates and the lag.
+    outbox_db *rd = nullptr;
+    ASSERT_EQ(outbox_db_open(&rd, pg_url_as(relay_role, pw).c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+    char *metrics = nullptr;
+    EXPECT_EQ(outbox_metrics_text(&metrics, rd), OUTBOX_OK) << outbox_last_error();
+    outbox_string_free(metrics);
+    outbox_db_close(rd);
     EXPECT_EQ(scalar(pg_url(), "SELECT partitions FROM \"" + schema + "\".outbox_inbox_partitionings"), "2")
         << "the partition count was recorded as the consumer role";
     outbox_consumer_free(consumer);
@@ -301,6 +318,49 @@ TEST_F(SecTest, LeastPrivilegeRolesRunWriterRelayAndConsumerAndRefuseTheRest) {
                      "WITH d AS (DELETE FROM " + t + " WHERE status = 'PUBLISHED' RETURNING 1) SELECT count(*) FROM d"),
               "2");
     EXPECT_EQ(scalar(pg_url(), "SELECT outbox_id FROM " + t), ids[1]) << "the pending one stays";
+}
+
+// The operator role lists, redrives and skips parked aggregates (outbox parked, the console): a
+// subscriber's held one and the relay's FAILED one, with exactly the grants of packaging/roles.sql.
+TEST_F(SecTest, TheOperatorRoleListsRedrivesAndSkipsParkedAggregates) {
+    ASSERT_NO_FATAL_FAILURE(apply_roles());
+    const std::string pw = "Pk" + tag;
+    const std::string op = login_role("o", pw, "IN ROLE outbox_operator");
+    const std::string s = "\"" + schema + "\".";
+    const char *e1 = "01900000-0000-7000-8000-000000000001", *e2 = "01900000-0000-7000-8000-000000000002";
+    for (const std::string &stmt :
+         {"INSERT INTO " + s + "outbox_inbox_held (consumer, aggregate_type, aggregate_id, state, attempts,"
+          " first_failed_at, last_error) VALUES ('sub', 'PRD', 'p1', 'parked', 5, now(), 'boom')",
+          "INSERT INTO " + s + "outbox_inbox_held_events (consumer, aggregate_type, aggregate_id, seq, outbox_id,"
+          " event_type, properties, body) VALUES ('sub', 'PRD', 'p1', 1, '" + std::string(e1) +
+              "', 'X', '{}', '{}'), ('sub', 'PRD', 'p1', 2, '" + e2 + "', 'X', '{}', '{}')",
+          "INSERT INTO " + s + "outbox_parked (position, outbox_id, event_type, aggregate_type, aggregate_id, seq,"
+          " operation, payload, metadata, created_at, status, retry_count, error_message) VALUES (7,"
+          " gen_random_uuid(), 'X', 'PRD', 'r1', 1, 'POST', '{}', '{}', now(), 'FAILED', 10, 'unroutable')"}) {
+        auto r = sql(pg_url(), stmt);
+        ASSERT_TRUE(r.empty()) << r[0][0];
+    }
+    outbox_db *d = nullptr;
+    ASSERT_EQ(outbox_db_open(&d, pg_url_as(op, pw).c_str(), cfg), OUTBOX_OK) << outbox_last_error();
+    char *json = nullptr;
+    ASSERT_EQ(outbox_parked_list(&json, d, nullptr, 1, 10), OUTBOX_OK) << outbox_last_error();
+    const std::string list = json;
+    outbox_string_free(json);
+    EXPECT_NE(list.find("\"aggregate_id\":\"p1\""), std::string::npos) << list;
+    EXPECT_NE(list.find("\"aggregate_id\":\"r1\""), std::string::npos) << list;
+    int64_t n = 0;
+    EXPECT_EQ(outbox_parked_redrive(&n, d, "sub", "PRD", "p1"), OUTBOX_OK) << outbox_last_error();
+    EXPECT_EQ(n, 1);
+    char *id = nullptr;
+    EXPECT_EQ(outbox_parked_skip(&id, d, "sub", "PRD", "p1", e1, "op", "why"), OUTBOX_OK) << outbox_last_error();
+    outbox_string_free(id);
+    EXPECT_EQ(outbox_parked_skip(&id, d, nullptr, "PRD", "r1", nullptr, "op", "why"), OUTBOX_OK) << outbox_last_error();
+    outbox_string_free(id);
+    outbox_db_close(d);
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_inbox_skipped"), "2");
+    EXPECT_EQ(scalar(pg_url(), "SELECT state FROM " + s + "outbox_inbox_held"), "retrying")
+        << "the skipped head's successor is due now";
+    EXPECT_EQ(scalar(pg_url(), "SELECT count(*) FROM " + s + "outbox_parked"), "0");
 }
 
 // The operator role purges: the partitions due go through the schema's drop function (the
@@ -925,9 +985,10 @@ TEST_F(SecTest, InjectionStringsAreDataAndIdentifiersAreRefused) {
                "SELECT count(*) FROM pg_tables t JOIN pg_class c ON c.oid = CAST(quote_ident(t.schemaname) || '.' ||"
                " quote_ident(t.tablename) AS regclass) WHERE t.schemaname = $1 AND NOT c.relispartition",
                {schema}),
-        "14")
+        "17")
         << "outbox events, its relay, receipts, parked, keys and version-1 tables, aggregates, inbox (and its "
-           "version-1 table), positions, members, partitionings, migrations and x: nothing created or dropped";
+           "version-1 table), positions, members, partitionings, held, held events, skipped, migrations and x: "
+           "nothing created or dropped";
 }
 
 } // namespace

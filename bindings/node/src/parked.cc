@@ -94,6 +94,13 @@ Napi::Value ParkedSkip(const Napi::CallbackInfo &info) {
     });
 }
 
+// metrics_text(db) -> Promise<Prometheus text> (outbox_metrics_text)
+Napi::Value MetricsText(const Napi::CallbackInfo &info) {
+    auto *h = unwrap<outbox_db>(info, 0);
+    outbox_db *db = h->ptr;
+    return start(info, h, "outbox_metrics_text", [db](int64_t *, char **text) { return outbox_metrics_text(text, db); });
+}
+
 } // namespace
 
 void register_parked(Napi::Env env, Napi::Object exports) {
@@ -101,6 +108,7 @@ void register_parked(Napi::Env env, Napi::Object exports) {
     def(env, exports, "parked_redrive", ParkedRedrive);
     def(env, exports, "parked_redrive_all", ParkedRedriveAll);
     def(env, exports, "parked_skip", ParkedSkip);
+    def(env, exports, "metrics_text", MetricsText);
 }
 
 } // namespace outbox_node

@@ -1297,7 +1297,7 @@ Register r_retry({"outbox_retry_failed"}, [](Sweep &s) {
     outbox_db_close(a);
 });
 Register r_parked({"outbox_parked_list", "outbox_parked_redrive", "outbox_parked_redrive_all", "outbox_parked_skip",
-                   "outbox_parked_summary"},
+                   "outbox_parked_summary", "outbox_metrics_text"},
                   [](Sweep &s) {
                       char *json = reinterpret_cast<char *>(0x1);
                       int64_t n = -1;
@@ -1336,7 +1336,14 @@ Register r_parked({"outbox_parked_list", "outbox_parked_redrive", "outbox_parked
                       EXPECT_STATUS(outbox_parked_summary(&json, s.db), OUTBOX_OK);
                       EXPECT_NE(std::string(json).find("\"consumer\":null"), std::string::npos) << json;
                       outbox_string_free(json);
+                      EXPECT_STATUS(outbox_metrics_text(nullptr, s.db), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_metrics_text(&json, nullptr), OUTBOX_ERR_INVALID_ARGUMENT);
+                      EXPECT_STATUS(outbox_metrics_text(&json, s.db), OUTBOX_OK);
+                      EXPECT_NE(std::string(json).find("# TYPE outbox_relay_parked_aggregates gauge"), std::string::npos)
+                          << json;
+                      outbox_string_free(json);
                       outbox_db *b = s.broken_db();
+                      EXPECT_STATUS(outbox_metrics_text(&json, b), OUTBOX_ERR_CONNECTION);
                       EXPECT_STATUS(outbox_parked_list(&json, b, nullptr, 1, 10), OUTBOX_ERR_CONNECTION);
                       EXPECT_STATUS(outbox_parked_redrive_all(&n, b, "c"), OUTBOX_ERR_CONNECTION);
                       outbox_db_close(b);
