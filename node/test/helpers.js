@@ -173,4 +173,19 @@ async function rejectsWithCode(promiseOrFn, code, part) {
   return err;
 }
 
-module.exports = { PG_URL, AMQP_URL, unique, pgClient, env, event, rejectsWithCode, outbox };
+// A 10 ms timer that records how often it ran and its latest tick's lateness: whether the event loop
+// kept running while a call waited. stop() ends it and returns { ticks, maxLate }.
+function tickMonitor() {
+  const { performance } = require('node:perf_hooks');
+  let last = performance.now();
+  const seen = { ticks: 0, maxLate: 0 };
+  const timer = setInterval(() => {
+    const now = performance.now();
+    seen.maxLate = Math.max(seen.maxLate, now - last - 10);
+    last = now;
+    seen.ticks++;
+  }, 10);
+  return { stop: () => (clearInterval(timer), seen) };
+}
+
+module.exports = { PG_URL, AMQP_URL, unique, pgClient, env, event, rejectsWithCode, outbox, tickMonitor };

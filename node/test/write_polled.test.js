@@ -6,8 +6,7 @@
 // errors are the library's, as from outbox_write.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { performance } = require('perf_hooks');
-const { env, event, PG_URL } = require('./helpers');
+const { env, event, PG_URL, tickMonitor } = require('./helpers');
 const { OutboxError } = require('./outbox').outbox;
 
 // Holds the counter row of aggregate PRD/<id> (a write of it in an open transaction on `client`).
@@ -22,15 +21,9 @@ test('owned connection: a write waiting on the server leaves the event loop runn
   t.after(() => db.close());
   await db.write(event({ aggregateId: 'warm' })); // the first write also prepares its statement
   await holdAggregate(e, 'held');
+  const monitor = tickMonitor();
   let ticks = 0;
   let maxLate = 0;
-  let last = performance.now();
-  const timer = setInterval(() => {
-    const now = performance.now();
-    maxLate = Math.max(maxLate, now - last - 10);
-    last = now;
-    ticks++;
-  }, 10);
   const order = [];
   try {
     const waiting = db.write(event({ aggregateId: 'held' })).then((w) => order.push(['write', w.seq]));
@@ -40,7 +33,7 @@ test('owned connection: a write waiting on the server leaves the event loop runn
     await e.admin.query('COMMIT');
     await Promise.all([waiting, after]);
   } finally {
-    clearInterval(timer);
+    ({ ticks, maxLate } = monitor.stop());
   }
   assert.deepEqual(order, [['write', 2], ['txState', 'IDLE']]);
   assert.ok(ticks >= 10, `${ticks} ticks while the write waited`);
