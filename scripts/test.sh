@@ -2,15 +2,17 @@
 # Runs every test suite against real, throwaway PostgreSQL and RabbitMQ:
 #   1. installs missing packages, starts the local services (and, for the C++, Python and Node
 #      suites, a 3-node RabbitMQ cluster whose nodes their consumer tests kill: scripts/cluster.sh)
-#   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest), the security
-#      suite (roles, TLS, secrets, injection) and a brief libFuzzer run
+#   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
 #   3. the installed library: header, pkg-config and CMake package, C example built against it;
-#      the quick subset of the fault-injection suite (tests/faults), local clusters included
-#   4. FFI: PHP (FFI + PDO, the documents' DataStore) and Python ctypes against liboutbox.so; the
-#      operator console (`outbox console`): its HTTP API, and Debian's Chromium headless driving it
-#   5. the Node package (node --test) and the Python package (pytest)
-#   6. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
-#   7. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
+#      then, in the background while 4 and 5 run, the quick subset of the fault-injection suite
+#      (tests/faults), local clusters included, on servers of its own
+#   4. the security suite (roles, TLS, secrets, injection) and a brief libFuzzer run
+#   5. ABI, ThreadSanitizer, valgrind; FFI: PHP (FFI + PDO, the documents' DataStore) and Python
+#      ctypes against liboutbox.so; the operator console (`outbox console`): its HTTP API, and
+#      Debian's Chromium headless driving it; then the fault suite is awaited
+#   6. the Node package (node --test) and the Python package (pytest)
+#   7. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
+#   8. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
 # scripts/suite_lib.sh), after a self-test of that machinery (tests/runner/selftest.sh).
 # Exits non-zero when any suite fails. Services started here are stopped again at the end.
@@ -29,19 +31,23 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,25p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,27p' "$0"; exit 0; fi
 
 # Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
 # The table of suites, in the order they run: short name (the function without _suite), title,
-# time limit in seconds. The short name is what `scripts/test.sh SUITE` takes.
+# time limit in seconds, and for a suite that runs in the background the suite it is awaited
+# before (or at the end, when that one does not run). The short name is what `scripts/test.sh
+# SUITE` takes. The fault suite mostly waits on its own servers and clusters (half the CPU idle),
+# so the suites after it up to the console's run meanwhile; its bounds are tens of seconds, and it
+# runs on servers of its own.
 suite_table=(
   "runner|test runner: failing steps, time limits, empty filters, cited reports, sizes|120"
   "cxx|C++ (GoogleTest, ASan+UBSan)|1200"
+  "installed|installed library (pkg-config, find_package, C example)|900"
+  "faults|fault injection, quick subset, clusters included (tests/faults/run --quick)|900|node"
   "security|security: least privilege, TLS, secrets, injection|300"
   "fuzz|fuzz (brief, libFuzzer)|300"
-  "installed|installed library (pkg-config, find_package, C example)|900"
-  "faults|fault injection, quick subset, clusters included (tests/faults/run --quick)|900"
   "abi|ABI: doc comments, exported symbols, libabigail baseline|180"
   "tsan|threads under ThreadSanitizer|900"
   "valgrind|C examples under valgrind (memcheck)|300"
@@ -64,7 +70,10 @@ no_services=" runner fuzz "
 needs_cluster=" cxx python node "
 
 if [[ "${1:-}" == "--list" ]]; then
-  for row in "${suite_table[@]}"; do IFS='|' read -r short title _ <<<"$row"; printf '%-10s %s\n' "$short" "$title"; done
+  for row in "${suite_table[@]}"; do
+    IFS='|' read -r short title _ until <<<"$row"
+    printf '%-10s %s%s\n' "$short" "$title" "${until:+ (in the background, awaited before $until)}"
+  done
   exit 0
 fi
 
@@ -132,6 +141,11 @@ await_cluster() {
 }
 
 cleanup() {
+  # Background suites still running (an interrupt) are stopped before their servers go.
+  if declare -p suite_bg_pid >/dev/null 2>&1 && [[ ${#suite_bg_pid[@]} -gt 0 ]]; then
+    kill -TERM "${suite_bg_pid[@]}" 2>/dev/null || true
+    wait "${suite_bg_pid[@]}" 2>/dev/null || true
+  fi
   if [[ -n "$cluster_pid" ]]; then wait "$cluster_pid" || true; fi
   if [[ -d "$OUTBOX_TEST_CLUSTER_DIR" && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then test_cluster down >/dev/null 2>&1 || true; fi
   if [[ $started_here == 1 && -z "${OUTBOX_KEEP_SERVICES:-}" ]]; then "$root/scripts/services.sh" down || true; fi
@@ -156,10 +170,18 @@ if [[ $# -gt 0 ]]; then
   if [[ $asan == 1 ]]; then suite "build: scripts/build.sh asan (for the named suites)" 1200 "$suites" asan_build; fi
 fi
 
+declare -A await_before=() # a suite's short name -> the title of the background suite awaited before it
 for row in "${selected[@]}"; do
-  IFS='|' read -r short title limit <<<"$row"
+  IFS='|' read -r short title limit until <<<"$row"
+  if [[ -n "${await_before[$short]:-}" ]]; then suite_await "${await_before[$short]}"; fi
   if [[ "$needs_cluster" == *" $short "* ]]; then await_cluster; fi
-  suite "$title" "$limit" "$suites" "${short}_suite"
+  if [[ -n "$until" ]]; then
+    await_before[$until]=$title
+    suite_start "$title" "$limit" "$suites" "${short}_suite"
+  else
+    suite "$title" "$limit" "$suites" "${short}_suite"
+  fi
 done
+suite_await_all
 
 suite_summary

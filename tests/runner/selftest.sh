@@ -5,7 +5,9 @@
 #     (also a failure inside a pipeline, a `$(...)`, or a function the suite calls);
 #   - a suite over its time limit fails in time, its children killed;
 #   - a GoogleTest filter that selects no test fails;
-#   - the summary fails when any suite failed, and when none ran.
+#   - the summary fails when any suite failed, and when none ran;
+#   - the same for suites started in the background (suite_start / suite_await): a failing or
+#     hung one fails, one never awaited fails, and they run while the caller goes on.
 set -euo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
 root="$(cd -- "$here/../.." && pwd -P)"
@@ -62,6 +64,35 @@ check "the summary fails when no suite ran" "1" "$(cat "$tmp/empty_rc")"
   if suite_summary >/dev/null 2>&1; then echo 0; else echo 1; fi
 ) >"$tmp/pass_rc"
 check "the summary passes when every suite passed" "0" "$(cat "$tmp/pass_rc")"
+
+# Background suites: two run side by side while the caller goes on; a failing one and a hung one
+# fail; one started and never awaited fails the summary.
+(
+  source "$root/scripts/suite_lib.sh"
+  start=$SECONDS
+  suite_start bg_pass 30 "$tmp/fake_suites.sh" all_steps_pass >/dev/null 2>&1
+  suite_start bg_fails 30 "$tmp/fake_suites.sh" first_step_fails >/dev/null 2>&1
+  suite_start bg_hangs 3 "$tmp/fake_suites.sh" hangs >/dev/null 2>&1
+  echo $((SECONDS - start)) >"$tmp/bg_start_seconds"
+  suite_await bg_pass >/dev/null 2>&1
+  suite_await_all >"$tmp/bg_await.out" 2>&1
+  echo $((SECONDS - start)) >"$tmp/bg_seconds"
+  printf '%s\n' "${suite_results[@]}" >"$tmp/bg_results"
+  if suite_summary >/dev/null 2>&1; then echo 0; else echo 1; fi >"$tmp/bg_rc"
+  suite_start bg_forgotten 30 "$tmp/fake_suites.sh" all_steps_pass >/dev/null 2>&1
+  suite_results=() suite_failed=0
+  if suite_summary >"$tmp/bg_forgotten" 2>&1; then echo 0; else echo 1; fi >"$tmp/bg_forgotten_rc"
+)
+bg=$(cat "$tmp/bg_results")
+check "starting background suites does not wait for them" "yes" "$( (( $(cat "$tmp/bg_start_seconds") <= 1 )) && echo yes || echo no)"
+check "a passing background suite is PASS" "PASS" "$(grep '^[A-Z]*  bg_pass ' <<<"$bg" | cut -c1-4)"
+check "a failing background suite is FAIL" "FAIL" "$(grep '^[A-Z]*  bg_fails ' <<<"$bg" | cut -c1-4)"
+check "a hung background suite is FAIL, timed out" "FAIL  bg_hangs" "$(grep -o '^FAIL  bg_hangs' <<<"$bg")"
+check "a hung background suite is stopped within 10 s of a 3 s limit" "yes" "$( (( $(cat "$tmp/bg_seconds") <= 10 )) && echo yes || echo no)"
+check "the summary fails when a background suite failed" "1" "$(cat "$tmp/bg_rc")"
+check "a background suite's output is printed when awaited" "yes" "$(grep -q '=== output of the background suite: bg_fails' "$tmp/bg_await.out" && echo yes || echo no)"
+check "a background suite never awaited fails the summary" "1" "$(cat "$tmp/bg_forgotten_rc")"
+check "the summary names the suite never awaited" "yes" "$(grep -q 'FAIL  bg_forgotten (started in the background, never awaited)' "$tmp/bg_forgotten" && echo yes || echo no)"
 
 # A fake GoogleTest binary: lists two tests of FakeTest, runs whatever it is asked.
 cat >"$tmp/fake_gtest" <<'FAKE'
