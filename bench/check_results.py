@@ -16,7 +16,7 @@ import sys
 
 # Row keys (or prefixes) every default run has, and the plot files of bench/plot.py.
 ROWS = ["B", "R-", "Bc-", "Rc-", "P-batch@", "P-window@", "R-w1", "S", "S-sleep", "X-1", "X-2", "X-4", "L-max", "L-off-50", "L-on-50",
-        "C-plain", "C-dedupe", "W-biz", "W-row", "W-off", "W-on", "H", "Q-1", "Q-2", "Q-4",
+        "C-plain", "C-dedupe", "W-biz", "W-row", "W-off", "W-on", "W-off-100", "H", "Q-1", "Q-2", "Q-4",
         "F-clean", "F-failing"]
 SECTIONS = ["1 relay drain", "2 seed-style contrast", "3 scale-out", "4 latency", "5 write overhead",
             "6 consumer", "7 bindings", "8 table health", "9 partitioned subscriber", "10 failing aggregates"]

@@ -27,6 +27,9 @@
 #   part+lockn   part+lock on a number the client computed (no hashing in the server)
 #   part+lock    the position-keyed row into the partitioned table, after a transaction-scoped
 #                advisory lock on the aggregate (no counter row; issue 30's direction)
+#   part+ctrU    part+ctr with an UNLOGGED counter table (what the counter's WAL costs; not safe)
+#   part+ctrF    part+ctr with the counter table at fillfactor 70
+#   part+ctr2    part+ctr as two statements: the counter upsert, then the event row by VALUES
 # A new aggregate per transaction, as in bench W; event ids are time-ordered (like uuid v7).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -102,6 +105,9 @@ CREATE TABLE counters_pos (LIKE counters_v1 INCLUDING ALL);
 CREATE TABLE counters_part (LIKE counters_v1 INCLUDING ALL);
 CREATE TABLE counters_partc (aggregate_type text COLLATE "C", aggregate_id text COLLATE "C", last_seq bigint NOT NULL,
                              PRIMARY KEY (aggregate_type, aggregate_id));
+CREATE UNLOGGED TABLE counters_partu (LIKE counters_v1 INCLUDING ALL);
+CREATE TABLE counters_part2 (LIKE counters_v1 INCLUDING ALL);
+CREATE TABLE counters_partf (LIKE counters_v1 INCLUDING ALL) WITH (fillfactor = 70);
 SQL
 
 payload="{\"p\":\"$(printf 'x%.0s' $(seq 1 240))\"}"
@@ -124,6 +130,10 @@ mode_sql() {
         part+ctrC) echo "$(counter counters_partc) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
         part+lockn) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals FROM (SELECT pg_advisory_xact_lock(:client_id * 1000000000000 + :r)) AS l RETURNING seq;" ;;
         part+lock) echo "INSERT INTO storage_probe.part (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), 'ORD', $agg, 1, $id, $vals FROM (SELECT pg_advisory_xact_lock(hashtextextended('ORD' || chr(31) || $agg, 0))) AS l RETURNING seq;" ;;
+        part+ctrU) echo "$(counter counters_partu) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
+        part+ctrF) echo "$(counter counters_partf) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
+        part+ctr2) printf '%s\n%s\n' "INSERT INTO storage_probe.counters_part2 AS a (aggregate_type, aggregate_id, last_seq) VALUES ('ORD', $agg, 1) ON CONFLICT (aggregate_type, aggregate_id) DO UPDATE SET last_seq = a.last_seq + 1 RETURNING a.last_seq \\gset" \
+            "INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) VALUES (nextval('storage_probe.part_seq'), 'ORD', $agg, :last_seq, $id, $vals) RETURNING seq;" ;;
         part+ctr) echo "$(counter counters_part) INSERT INTO storage_probe.part_ctr (position, aggregate_type, aggregate_id, seq, outbox_id, $cols) SELECT nextval('storage_probe.part_seq'), s.aggregate_type, s.aggregate_id, s.last_seq, $id, $vals FROM s RETURNING seq;" ;;
     esac
 }
