@@ -139,9 +139,12 @@ class Relay {
     // The parameters of the stream read read_stream() makes now: the positions read again, the
     // frontier (or nothing past it), the limit.
     struct StreamRead {
-        std::vector<int64_t> positions; // read again (gaps and retries)
-        std::string again, past, limit; // the statement's parameters
-        bool operator==(const StreamRead &o) const { return again == o.again && past == o.past && limit == o.limit; }
+        stream::Runs runs;                      // read again (gaps and retries)
+        std::string firsts, lasts, past, limit; // the statement's parameters
+        bool operator==(const StreamRead &o) const {
+            return firsts == o.firsts && lasts == o.lasts && past == o.past && limit == o.limit;
+        }
+        [[nodiscard]] pg::Params params() const { return {firsts, past, limit, lasts}; }
     };
     [[nodiscard]] StreamRead stream_read(int limit) const;
     void send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items);

@@ -49,35 +49,38 @@ void Relay::read_parked(pg::Conn &db, std::vector<RelayItem> &items) {
 
 Relay::StreamRead Relay::stream_read(int limit) const {
     StreamRead r;
-    r.positions = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
-    r.again = "{";
-    for (size_t i = 0; i < r.positions.size(); ++i) {
-        r.again += (i > 0 ? "," : "") + std::to_string(r.positions[i]);
+    r.runs = progress_.recheck(static_cast<size_t>(cfg_.relay_batch_size));
+    r.firsts = "{";
+    r.lasts = "{";
+    for (size_t i = 0; i < r.runs.size(); ++i) {
+        r.firsts += (i > 0 ? "," : "") + std::to_string(r.runs[i].first);
+        r.lasts += (i > 0 ? "," : "") + std::to_string(r.runs[i].second);
     }
-    r.again += "}";
+    r.firsts += "}";
+    r.lasts += "}";
     // Nothing past the frontier while gaps or retries wait outside this read (Progress::covers_rechecks).
-    r.past = std::to_string(progress_.covers_rechecks(r.positions) ? progress_.frontier()
-                                                                  : std::numeric_limits<int64_t>::max());
+    r.past =
+        std::to_string(progress_.covers_rechecks(r.runs) ? progress_.frontier() : std::numeric_limits<int64_t>::max());
     r.limit = std::to_string(std::max(limit, 1));
     return r;
 }
 
 // The stream: gaps and retries again, then the events past the frontier, in position order (those
-// only when every retry is read again). One autocommit statement: an idle relay's poll.
+// only when every gap and retry is read again). One autocommit statement: an idle relay's poll.
 void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) {
     const int64_t frontier = progress_.frontier();
     const StreamRead want = stream_read(limit);
-    const std::vector<int64_t> &again = want.positions;
     pg::Result r;
     if (prefetch_ && !prefetch_->sent && prefetch_->read == want) {
         r = std::move(prefetch_->result);
     } else {
-        r = db.exec_cached(read_sql_, {want.again, want.past, want.limit});
+        r = db.exec_cached(read_sql_, want.params());
     }
     prefetch_.reset();
     const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;
+    const size_t first_item = items.size();
     for (int i = 0; i < r.rows(); ++i) {
         if (r.is_null(i, 1)) {
             continue; // no event: the snapshot's row alone
@@ -96,7 +99,18 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
         }
         items.push_back(std::move(it));
     }
-    progress_.observe(again, found_again, fresh, snap);
+    // The rechecked runs hold more events than the read's limit (a large write that committed
+    // late): they were read up to the last one found, and what lies above it is read next step. So
+    // are the events past the frontier, which must not overtake what is not read yet.
+    int64_t examined = std::numeric_limits<int64_t>::max();
+    if (found_again.size() >= static_cast<size_t>(std::max(limit, 1))) {
+        examined = found_again.back();
+        items.erase(std::remove_if(items.begin() + static_cast<std::ptrdiff_t>(first_item), items.end(),
+                                   [frontier](const RelayItem &it) { return it.position > frontier; }),
+                    items.end());
+        fresh.clear();
+    }
+    progress_.observe(want.runs, found_again, fresh, snap, examined);
 }
 
 // After a full batch is read: sends the read the next step will make if every event of this batch
@@ -110,7 +124,7 @@ void Relay::send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items) {
     }
     Prefetch p;
     p.read = stream_read(cfg_.relay_batch_size);
-    db.send_cached(read_sql_, {p.read.again, p.read.past, p.read.limit});
+    db.send_cached(read_sql_, p.read.params());
     p.sent = true;
     prefetch_ = std::move(p);
 }

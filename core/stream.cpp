@@ -61,54 +61,115 @@ void Progress::load(int64_t cursor, const std::vector<std::pair<int64_t, int64_t
     }
 }
 
-std::vector<int64_t> Progress::recheck(size_t limit) const {
-    std::vector<int64_t> out;
+Runs Progress::recheck(size_t limit) const {
+    Runs out;
     auto g = gaps_.begin();
     auto r = retry_.begin();
     while (out.size() < limit && (g != gaps_.end() || r != retry_.end())) {
         if (r == retry_.end() || (g != gaps_.end() && g->first < *r)) {
-            out.push_back((g++)->first);
+            out.emplace_back(g->first, g->second.last);
+            ++g;
         } else {
-            out.push_back(*r++);
+            out.emplace_back(*r, *r);
+            ++r;
         }
     }
     return out;
 }
 
-bool Progress::covers_rechecks(const std::vector<int64_t> &rechecked) const {
-    const auto n = std::count_if(rechecked.begin(), rechecked.end(),
-                                 [this](int64_t p) { return retry_.count(p) > 0 || gaps_.count(p) > 0; });
-    return static_cast<size_t>(n) == retry_.size() + gaps_.size();
+size_t Progress::gaps() const {
+    size_t n = 0;
+    for (const auto &[first, run] : gaps_) {
+        n += static_cast<size_t>(run.last - first + 1);
+    }
+    return n;
+}
+
+bool Progress::covers_rechecks(const Runs &rechecked) const {
+    size_t n = 0;
+    for (const auto &[first, last] : rechecked) {
+        auto g = gaps_.find(first);
+        n += (g != gaps_.end() && g->second.last == last) || (first == last && retry_.count(first) > 0) ? 1 : 0;
+    }
+    return n == retry_.size() + gaps_.size();
 }
 
 bool Progress::done(int64_t position) const {
     return position <= cursor_ || done_.count(position) > 0;
 }
 
-void Progress::observe(const std::vector<int64_t> &rechecked, const std::vector<int64_t> &found_again,
-                       const std::vector<int64_t> &fresh, const Snapshot &snap) {
+void Progress::add_gaps(int64_t first, int64_t last) {
+    // Positions done before a restart are not gaps: the run is cut around them.
+    for (auto d = done_.lower_bound(first); first <= last; ++d) {
+        const int64_t end = d == done_.end() || *d > last ? last : *d - 1;
+        if (first <= end) {
+            gaps_[first] = GapRun{end, 0}; // its bound comes with the next record (set_bound)
+        }
+        if (d == done_.end() || *d > last) {
+            break;
+        }
+        first = *d + 1;
+    }
+}
+
+// A gap's position was read: its event committed late. The run is split around it.
+void Progress::fill_gap(int64_t position) {
+    auto g = gaps_.upper_bound(position);
+    if (g == gaps_.begin()) {
+        return;
+    }
+    --g;
+    const int64_t first = g->first;
+    const GapRun run = g->second;
+    if (position > run.last) {
+        return;
+    }
+    gaps_.erase(g);
+    if (first < position) {
+        gaps_[first] = GapRun{position - 1, run.bound};
+    }
+    if (position < run.last) {
+        gaps_[position + 1] = GapRun{run.last, run.bound};
+    }
+}
+
+// A gap still missing is final once every transaction running at the read that noticed it has
+// ended; only what this read examined (up to `examined`) is known to be missing.
+void Progress::drop_final_gaps(const Runs &rechecked, uint64_t xmin, int64_t examined) {
+    for (const auto &[first, last] : rechecked) {
+        for (auto g = gaps_.lower_bound(first); g != gaps_.end() && g->first <= last;) {
+            if (g->second.bound == 0 || g->second.bound > xmin || g->first > examined) {
+                ++g;
+            } else if (g->second.last > examined) {
+                const GapRun rest{g->second.last, g->second.bound};
+                g = gaps_.erase(g);
+                gaps_[examined + 1] = rest;
+            } else {
+                g = gaps_.erase(g);
+            }
+        }
+    }
+}
+
+void Progress::observe(const Runs &rechecked, const std::vector<int64_t> &found_again,
+                       const std::vector<int64_t> &fresh, const Snapshot &snap, int64_t examined) {
     for (int64_t p : found_again) {
-        gaps_.erase(p);
+        fill_gap(p);
         retry_.erase(p);
     }
-    // A gap still missing is final once every transaction running at the read that noticed it
-    // has ended. A retry was a visible event: missing now, it was deleted (through the outbox
-    // view), so there is nothing left to publish and it must not hold the cursor back.
-    for (int64_t p : rechecked) {
-        auto g = gaps_.find(p);
-        if (g != gaps_.end() && g->second != 0 && g->second <= snap.xmin) {
-            gaps_.erase(g);
-        }
-        if (retry_.count(p) > 0 && std::find(found_again.begin(), found_again.end(), p) == found_again.end()) {
-            retry_.erase(p);
+    drop_final_gaps(rechecked, snap.xmin, examined);
+    // A retry was a visible event: missing now (where the read looked), it was deleted (through the
+    // outbox view), so there is nothing left to publish and it must not hold the cursor back.
+    for (const auto &[first, last] : rechecked) {
+        if (first == last && first <= examined && retry_.count(first) > 0 &&
+            !std::binary_search(found_again.begin(), found_again.end(), first)) {
+            retry_.erase(first);
         }
     }
     int64_t prev = frontier_;
     for (int64_t p : fresh) {
-        for (int64_t missing = prev + 1; missing < p; ++missing) {
-            if (done_.count(missing) == 0) {
-                gaps_.emplace(missing, 0); // its bound comes with the next record (set_bound)
-            }
+        if (p > prev + 1) {
+            add_gaps(prev + 1, p - 1);
         }
         prev = std::max(prev, p);
     }
@@ -117,14 +178,14 @@ void Progress::observe(const std::vector<int64_t> &rechecked, const std::vector<
 
 void Progress::set_bound(uint64_t xid) {
     for (auto &g : gaps_) {
-        if (g.second == 0) {
-            g.second = xid;
+        if (g.second.bound == 0) {
+            g.second.bound = xid;
         }
     }
 }
 
 bool Progress::awaiting_bound() const {
-    return std::any_of(gaps_.begin(), gaps_.end(), [](const auto &g) { return g.second == 0; });
+    return std::any_of(gaps_.begin(), gaps_.end(), [](const auto &g) { return g.second.bound == 0; });
 }
 
 int64_t Progress::advance() {
@@ -195,8 +256,14 @@ std::string read_sql(const Config &cfg) {
     // pg_current_snapshot() is the statement's own snapshot: the one the rows were read with.
     return "SELECT s.snap, " + event_columns() +
            ", 0 FROM (SELECT CAST(pg_current_snapshot() AS text) AS snap) s"
-           " LEFT JOIN LATERAL ((SELECT * FROM " +
-           t + " WHERE position = ANY(CAST($1 AS bigint[]))) UNION ALL (SELECT * FROM " + t +
+           // Each run through the position index (LATERAL: a range scan per run, whatever its width).
+           " LEFT JOIN LATERAL ((SELECT r.* FROM unnest(CAST($1 AS bigint[]), CAST($4 AS bigint[])) AS g(first, last)"
+           " CROSS JOIN LATERAL (SELECT * FROM " +
+           t +
+           " WHERE position BETWEEN g.first AND g.last ORDER BY position LIMIT CAST($3 AS integer)) r"
+           " ORDER BY r.position LIMIT CAST($3 AS integer))"
+           " UNION ALL (SELECT * FROM " +
+           t +
            " WHERE position > CAST($2 AS bigint) ORDER BY position LIMIT CAST($3 AS integer))) e ON true"
            " ORDER BY e.position";
 }

@@ -19,6 +19,7 @@
 #include "config.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -36,7 +37,12 @@ struct Snapshot {
 };
 Snapshot parse_snapshot(std::string_view text);
 
-// The relay's bookkeeping of positions: pure logic, no I/O.
+// Positions read again, as runs: (first, last), ascending.
+using Runs = std::vector<std::pair<int64_t, int64_t>>;
+
+// The relay's bookkeeping of positions: pure logic, no I/O. Gaps are kept as runs of consecutive
+// positions, so a sequence that jumped (a rolled-back write of a million events, a truncated
+// table) is one run to read again, not a million positions.
 class Progress {
   public:
     // After (re)taking the relay's lock: the stored cursor, and what lies above it already done
@@ -46,23 +52,27 @@ class Progress {
 
     [[nodiscard]] int64_t cursor() const { return cursor_; }
     [[nodiscard]] int64_t frontier() const { return frontier_; }
-    // Positions at or below the frontier to read again: gaps and events to retry, at most `limit`.
-    [[nodiscard]] std::vector<int64_t> recheck(size_t limit) const;
-    [[nodiscard]] size_t gaps() const { return gaps_.size(); }
+    // Runs at or below the frontier to read again, ascending: the gaps' runs and each event to
+    // retry, at most `limit` runs.
+    [[nodiscard]] Runs recheck(size_t limit) const;
+    // How many positions are gaps.
+    [[nodiscard]] size_t gaps() const;
     // Whether `rechecked` (from recheck()) holds every gap and every retry. When it does not, events
     // past the frontier must wait: one of them could be the next of an aggregate whose earlier
     // event is a retry, or a gap that has committed since, left out of the read, and would go
-    // first. (Gaps outnumber a batch when many writers roll back, or under load before they are
-    // found final.) This also bounds the retries to about two batches.
-    [[nodiscard]] bool covers_rechecks(const std::vector<int64_t> &rechecked) const;
+    // first. (Gap runs outnumber a batch when many writers roll back one by one.) This also bounds
+    // the retries to about two batches.
+    [[nodiscard]] bool covers_rechecks(const Runs &rechecked) const;
     // Whether a position read is done already (loaded from the database after a restart).
     [[nodiscard]] bool done(int64_t position) const;
 
-    // One read with snapshot `snap`: the positions found among the rechecked ones, and the
-    // positions of the frontier read (ascending, all above the frontier). Notes new gaps, drops
-    // gaps that became final, and moves the frontier.
-    void observe(const std::vector<int64_t> &rechecked, const std::vector<int64_t> &found_again,
-                 const std::vector<int64_t> &fresh, const Snapshot &snap);
+    // One read with snapshot `snap`: the positions found in the rechecked runs (ascending), and the
+    // positions of the frontier read (ascending, all above the frontier). The rechecked runs were
+    // read up to `examined` (inclusive; a read of them stops at its limit): only there does a gap
+    // become final or a retry count as deleted. Notes new gaps, drops gaps that became final, and
+    // moves the frontier.
+    void observe(const Runs &rechecked, const std::vector<int64_t> &found_again, const std::vector<int64_t> &fresh,
+                 const Snapshot &snap, int64_t examined = std::numeric_limits<int64_t>::max());
     // A read position whose event was neither published nor parked (not sent, not confirmed):
     // read again next step.
     void retry(int64_t position) { retry_.insert(position); }
@@ -78,9 +88,17 @@ class Progress {
     [[nodiscard]] bool awaiting_bound() const;
 
   private:
+    struct GapRun {
+        int64_t last;
+        uint64_t bound; // final once a snapshot's xmin reaches this id (0: not yet known)
+    };
+    void add_gaps(int64_t first, int64_t last);
+    void fill_gap(int64_t position);
+    void drop_final_gaps(const Runs &rechecked, uint64_t xmin, int64_t examined);
+
     int64_t cursor_ = 0;
     int64_t frontier_ = 0;
-    std::map<int64_t, uint64_t> gaps_; // position -> final once a snapshot's xmin reaches this id (0: not yet known)
+    std::map<int64_t, GapRun> gaps_; // first position -> the run
     std::set<int64_t> retry_;
     std::set<int64_t> held_;
     std::set<int64_t> done_; // above the cursor, done before a restart (pruned as the cursor passes)
@@ -99,8 +117,9 @@ std::string keys_table(const Config &cfg);
 std::string position_sequence(const Config &cfg);
 std::string v1_table(const Config &cfg);
 
-// The relay's statements. read_sql: $1 bigint[] positions to recheck, $2 the frontier, $3 the limit;
-// one row at least (the snapshot), then the events by position. Columns: snapshot, position,
+// The relay's statements. read_sql: $1 bigint[] and $4 bigint[] the first and last positions of the
+// runs to recheck, $2 the frontier, $3 the limit (of the rechecked events, and of those past the
+// frontier); one row at least (the snapshot), then the events by position. Columns: snapshot, position,
 // outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload,
 // metadata, actor, created_at (YYYYMMDDHHMMSS), created_at epoch, retry_count.
 std::string read_sql(const Config &cfg);

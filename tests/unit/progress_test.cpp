@@ -6,6 +6,7 @@
 namespace {
 
 using outbox::stream::Progress;
+using outbox::stream::Runs;
 using outbox::stream::Snapshot;
 
 Snapshot snap(uint64_t xmin) {
@@ -69,8 +70,8 @@ TEST(Progress, ARetryThatIsNoLongerThereWasDeletedAndNoLongerHoldsTheCursor) {
     p.observe({}, {}, {1, 2, 3}, snap(10));
     p.retry(2);
     EXPECT_EQ(p.advance(), 1);
-    ASSERT_EQ(p.recheck(10), std::vector<int64_t>{2});
-    p.observe({2}, {}, {}, snap(11)); // deleted through the outbox view
+    ASSERT_EQ(p.recheck(10), (Runs{{2, 2}}));
+    p.observe(Runs{{2, 2}}, {}, {}, snap(11)); // deleted through the outbox view
     EXPECT_EQ(p.advance(), 3);
     EXPECT_TRUE(p.recheck(10).empty());
 }
@@ -96,8 +97,8 @@ TEST(Progress, EventsPastTheFrontierWaitWhileARetryIsLeftOutOfTheRead) {
         p.retry(pos); // read, not sent (the broker blocked publishing)
     }
     EXPECT_TRUE(p.covers_rechecks(p.recheck(10)));
-    const std::vector<int64_t> two = p.recheck(2);
-    ASSERT_EQ(two, (std::vector<int64_t>{2, 4}));
+    const Runs two = p.recheck(2);
+    ASSERT_EQ(two, (Runs{{2, 2}, {4, 4}}));
     EXPECT_FALSE(p.covers_rechecks(two)) << "6 is left out: a later event of its aggregate must not go first";
 }
 
@@ -110,12 +111,55 @@ TEST(Progress, EventsPastTheFrontierWaitWhileAGapIsLeftOutOfTheRead) {
     p.observe({}, {}, {1, 3, 5, 7}, snap(10)); // 2, 4 and 6: writes in flight (or rolled back)
     EXPECT_EQ(p.gaps(), 3U);
     EXPECT_TRUE(p.covers_rechecks(p.recheck(10)));
-    const std::vector<int64_t> two = p.recheck(2);
-    ASSERT_EQ(two, (std::vector<int64_t>{2, 4}));
+    const Runs two = p.recheck(2);
+    ASSERT_EQ(two, (Runs{{2, 2}, {4, 4}}));
     EXPECT_FALSE(p.covers_rechecks(two)) << "gap 6 is left out: nothing past the frontier may be read";
     p.retry(3);
     EXPECT_FALSE(p.covers_rechecks(p.recheck(3)));
     EXPECT_TRUE(p.covers_rechecks(p.recheck(4)));
+}
+
+// Found by bench Q after W (stop 37): a backlog behind positions the sequence skipped (a truncated
+// table, a rolled-back write of many events) stalled the relay, a batch of single gaps read again a
+// step. A jump is one run, read again whole, and final at once when its bound has passed.
+TEST(Progress, AJumpOfTheSequenceIsOneRunReadAgainWholeAndFinalOnce) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 1000002, 1000003}, snap(10)); // 2..1000001 missing
+    EXPECT_EQ(p.gaps(), 1000000U);
+    const Runs runs = p.recheck(5);
+    ASSERT_EQ(runs, (Runs{{2, 1000001}}));
+    EXPECT_TRUE(p.covers_rechecks(runs));
+    p.set_bound(20);
+    p.observe(p.recheck(5), {500}, {}, snap(15)); // one committed late; the rest may still come
+    EXPECT_EQ(p.recheck(5), (Runs{{2, 499}, {501, 1000001}}));
+    EXPECT_EQ(p.gaps(), 999999U);
+    p.observe(p.recheck(5), {}, {}, snap(20));
+    EXPECT_EQ(p.gaps(), 0U);
+    EXPECT_EQ(p.advance(), 1000003);
+}
+
+TEST(Progress, RunsCutAroundWhatWasDoneBeforeARestart) {
+    Progress p;
+    p.load(0, {{4, 5}}, {8});
+    p.observe({}, {}, {1, 10}, snap(10)); // 2..9 missing, but 4, 5 and 8 are done
+    EXPECT_EQ(p.recheck(10), (Runs{{2, 3}, {6, 7}, {9, 9}}));
+    EXPECT_EQ(p.gaps(), 5U);
+}
+
+// A recheck read stops at its limit: only what it examined becomes final, and a retry above that
+// point is not taken for deleted.
+TEST(Progress, OnlyWhatARecheckExaminedBecomesFinal) {
+    Progress p;
+    p.load(0, {}, {});
+    p.observe({}, {}, {1, 12, 13}, snap(10)); // 2..11 missing
+    p.retry(13);
+    p.set_bound(20);
+    p.observe(p.recheck(10), {3, 4}, {}, snap(30), 4); // read up to 4: the limit of 2 events reached
+    EXPECT_EQ(p.recheck(10), (Runs{{5, 11}, {13, 13}})) << "2 final; 5..11 not examined; 13 still to retry";
+    p.observe(p.recheck(10), {}, {}, snap(30));
+    EXPECT_EQ(p.recheck(10), (Runs{})) << "5..11 final, 13 deleted";
+    EXPECT_EQ(p.advance(), 13);
 }
 
 // Receipts: runs of consecutive positions, each under max_receipt_span (the receipts table's
