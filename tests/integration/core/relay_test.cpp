@@ -2,6 +2,7 @@
 #include "closed_port.hpp"
 #include "relay_fixture.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -82,6 +83,54 @@ TEST_F(RelayTest, TenThousandEventsArriveExactlyAsWrittenAndAreMarkedPublished) 
     EXPECT_EQ(msgs[0].body.rfind("{\"OUTBOX_ID\":\"", 0), 0U) << msgs[0].body;
     EXPECT_NE(msgs[0].body.find("\"EVENT_TYPE\":\"ProductCreated\",\"AGGREGATE_ID\":"), std::string::npos);
     EXPECT_NE(msgs[0].body.find("\"PAYLOAD\":{\"i\":"), std::string::npos);
+}
+
+// The relay selects an event's instant as date_part('epoch', ...) and formats it itself
+// (set_created): the same text and seconds as PostgreSQL's to_char and floor(extract(epoch ...)).
+TEST_F(RelayTest, EventInstantsAreFormattedAsPostgresFormatsThem) {
+    outbox::pg::Result r =
+        db->exec("SELECT date_part('epoch', t)::text, to_char(t AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'),"
+                 " floor(extract(epoch FROM t))::bigint FROM unnest(ARRAY[now(), timestamptz '1970-01-01 00:00:00+00',"
+                 " timestamptz '1969-12-31 23:59:59.5+00', timestamptz '1900-03-01 12:00:00.000001+00',"
+                 " timestamptz '2000-02-29 23:59:59.999999+00', timestamptz '2026-11-27 20:00:00.25+05:30',"
+                 " timestamptz '9999-12-31 23:59:59.999+00']) AS t");
+    ASSERT_EQ(r.rows(), 7);
+    for (int i = 0; i < r.rows(); ++i) {
+        outbox::EventRow row;
+        outbox::set_created(row, r.get(i, 0));
+        EXPECT_EQ(row.created_at, std::string(r.get(i, 1))) << r.get(i, 0);
+        EXPECT_EQ(row.created_epoch_s, r.get_int(i, 2)) << r.get(i, 0);
+    }
+}
+
+// The content header is first encoded into 2 KiB (core/amqp_out.cpp); a header that needs more
+// (here a 6,000-character tracestate and a 255-byte aggregate id, the longest) is encoded again whole.
+TEST_F(RelayTest, AContentHeaderLargerThanTheFirstRoomGoesOutWhole) {
+    Collector queue(cfg.exchange);
+    const std::string state = "vendor=" + std::string(6000, 'x');
+    const std::string id(255, 'a');
+    outbox::Event ev;
+    ev.set("aggregate_type", "PRD");
+    ev.set("operation", "POST");
+    ev.set("aggregate_id", id);
+    ev.set("payload", R"({"big":true})");
+    ev.set("metadata", R"({"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","tracestate":")" +
+                           state + "\"}");
+    outbox::store::write(*db, cfg, ev);
+    write_events(3, 3); // small headers after it, in the same buffer
+    outbox::Relay relay(cfg);
+    EXPECT_EQ(drain(relay).published, 4);
+    const auto &msgs = queue.collect(4);
+    ASSERT_EQ(msgs.size(), 4U);
+    const auto big =
+        std::find_if(msgs.begin(), msgs.end(), [&](const auto &m) { return m.props.message_id == ev.resolved_id; });
+    ASSERT_NE(big, msgs.end());
+    EXPECT_EQ(header_string(big->props, "tracestate"), state);
+    EXPECT_EQ(header_string(big->props, "outbox-aggregate-id"), id);
+    EXPECT_EQ(big->body.find(R"("PAYLOAD":{"big":true})") != std::string::npos, true) << big->body;
+    for (const auto &m : msgs) {
+        EXPECT_EQ(header_string(m.props, "outbox-aggregate-type"), "PRD");
+    }
 }
 
 TEST_F(RelayTest, UnroutableIsNotPublishedBacksOffAndGoesOutOnceBound) {
