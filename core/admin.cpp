@@ -275,8 +275,7 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
     mq.confirm_select();
     const std::string sql =
         "SELECT outbox_id, event_type, aggregate_type, aggregate_id, seq, operation, payload, previous_payload,"
-        " metadata, actor, to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'),"
-        " floor(extract(epoch FROM created_at))::bigint FROM " +
+        " metadata, actor, date_part('epoch', created_at) FROM " + // set_created()
         cfg.outbox_qualified() +
         " WHERE aggregate_type = $1 AND aggregate_id = $2 AND seq >= CAST(CAST($3 AS text) AS bigint)"
         " ORDER BY seq LIMIT 500";
@@ -301,8 +300,7 @@ int64_t replay(pg::Conn &conn, const Config &cfg, const std::string &aggregate_t
             row.previous_payload = r.get_opt(i, 7);
             row.metadata = std::string(r.get(i, 8));
             row.user = r.get_opt(i, 9);
-            row.created_at = std::string(r.get(i, 10));
-            row.created_epoch_s = r.get_int(i, 11);
+            set_created(row, r.get(i, 10));
             // One channel, in seq order: the broker keeps that order in every bound queue.
             last = mq.publish(cfg.exchange, routing_key(row), true, envelope_properties(row, true), envelope_body(row));
             next_seq = row.seq + 1;

@@ -2,12 +2,16 @@
 
 #include "json.hpp"
 
+#include <charconv>
+#include <cstdio>
+#include <ctime>
+
 namespace outbox {
 
 std::string envelope_body(const EventRow &row) {
     std::string out;
-    out.reserve(row.payload.size() + row.metadata.size() +
-                (row.previous_payload ? row.previous_payload->size() : 0) + 256);
+    out.reserve(row.payload.size() + row.metadata.size() + (row.previous_payload ? row.previous_payload->size() : 0) +
+                256);
     out += "{\"OUTBOX_ID\":";
     json::append_string(out, row.outbox_id);
     out += ",\"EVENT_TYPE\":";
@@ -75,6 +79,34 @@ std::string partition_key(const std::string &aggregate_type, const std::string &
     key += ':';
     key += aggregate_id;
     return key;
+}
+
+void set_created(EventRow &row, std::string_view epoch_text) {
+    row.created_at.clear();
+    row.created_epoch_s = 0;
+    // float8 text: [-]digits[.digits] for any instant within 1e15 s of 1970; otherwise an exponent,
+    // Infinity or NaN, which take the fallback.
+    const std::string_view fraction = epoch_text.substr(std::min(epoch_text.find('.'), epoch_text.size()));
+    const std::string_view whole = epoch_text.substr(0, epoch_text.size() - fraction.size());
+    int64_t secs = 0;
+    const auto [end, ec] = std::from_chars(whole.data(), whole.data() + whole.size(), secs);
+    if (ec != std::errc() || end != whole.data() + whole.size() ||
+        fraction.find_first_not_of("0123456789", 1) != std::string_view::npos) {
+        return;
+    }
+    if (!whole.empty() && whole[0] == '-' && fraction.find_first_not_of('0', 1) != std::string_view::npos) {
+        --secs; // floor, not truncation, before 1970
+    }
+    const auto t = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    if (gmtime_r(&t, &tm) == nullptr) {
+        return;
+    }
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%04lld%02d%02d%02d%02d%02d", static_cast<long long>(tm.tm_year) + 1900,
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    row.created_at = buf;
+    row.created_epoch_s = secs;
 }
 
 std::string routing_key(const EventRow &row) {

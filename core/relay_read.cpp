@@ -2,6 +2,7 @@
 // retries again) and the next read made ahead while a full batch is published.
 #include "relay.hpp"
 
+#include "envelope.hpp"
 #include "stream.hpp"
 
 #include <algorithm>
@@ -27,10 +28,26 @@ RelayItem item_from(const pg::Result &r, int i, int c) {
     it.row.previous_payload = r.get_opt(i, c + 8);
     it.row.metadata = std::string(r.get(i, c + 9));
     it.row.user = r.get_opt(i, c + 10);
-    it.row.created_at = std::string(r.get(i, c + 11));
-    it.row.created_epoch_s = r.get_int(i, c + 12);
-    it.retry_count = static_cast<int>(r.get_int(i, c + 13));
+    set_created(it.row, r.get(i, c + 11));
+    it.retry_count = static_cast<int>(r.get_int(i, c + 12));
     return it;
+}
+
+// The stream read's events in position order. Its two parts (the runs read again, then the events
+// past the frontier) each come in that order, so the server is not asked to sort the batch's rows.
+std::vector<RelayItem> in_position_order(const pg::Result &r) {
+    std::vector<RelayItem> read;
+    read.reserve(static_cast<size_t>(r.rows()));
+    for (int i = 0; i < r.rows(); ++i) {
+        if (!r.is_null(i, 1)) { // else no event: the snapshot's row alone
+            read.push_back(item_from(r, i, 1));
+        }
+    }
+    const auto by_position = [](const RelayItem &a, const RelayItem &b) { return a.position < b.position; };
+    if (!std::is_sorted(read.begin(), read.end(), by_position)) {
+        std::sort(read.begin(), read.end(), by_position);
+    }
+    return read;
 }
 } // namespace
 
@@ -81,11 +98,7 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;
     const size_t first_item = items.size();
-    for (int i = 0; i < r.rows(); ++i) {
-        if (r.is_null(i, 1)) {
-            continue; // no event: the snapshot's row alone
-        }
-        RelayItem it = item_from(r, i, 1);
+    for (RelayItem &it : in_position_order(r)) {
         if (it.position <= frontier) {
             found_again.push_back(it.position);
         } else {

@@ -224,8 +224,7 @@ std::string part(const Config &cfg, const char *suffix) {
 // The event columns the relay needs, from alias `e`, as read_sql and parked_sql return them.
 std::string event_columns() {
     return "e.position, e.outbox_id, e.event_type, e.aggregate_type, e.aggregate_id, e.seq, e.operation, e.payload,"
-           " e.previous_payload, e.metadata, e.actor, to_char(e.created_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISS'),"
-           " floor(extract(epoch FROM e.created_at))::bigint";
+           " e.previous_payload, e.metadata, e.actor, date_part('epoch', e.created_at)"; // set_created()
 }
 } // namespace
 
@@ -263,9 +262,9 @@ std::string read_sql(const Config &cfg) {
            " WHERE position BETWEEN g.first AND g.last ORDER BY position LIMIT CAST($3 AS integer)) r"
            " ORDER BY r.position LIMIT CAST($3 AS integer))"
            " UNION ALL (SELECT * FROM " +
-           t +
-           " WHERE position > CAST($2 AS bigint) ORDER BY position LIMIT CAST($3 AS integer))) e ON true"
-           " ORDER BY e.position";
+           t + " WHERE position > CAST($2 AS bigint) ORDER BY position LIMIT CAST($3 AS integer))) e ON true";
+    // No ORDER BY: each part comes in position order, and the relay puts them in order itself
+    // (read_stream); sorting a batch of whole rows was a fifth of the server's cost of a read.
 }
 
 std::string parked_sql(const Config &cfg) {

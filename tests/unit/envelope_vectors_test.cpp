@@ -86,3 +86,38 @@ TEST(EnvelopeVectors, BodiesRoutingKeysAndHeadersMatch) {
         EXPECT_TRUE(std::get<bool>(replay.headers.back().second));
     }
 }
+
+// The instant as the relay selects it (date_part('epoch', created_at) as text) in the envelope's
+// forms; tests/integration/core/relay_test.cpp checks them against PostgreSQL's own to_char.
+TEST(EnvelopeCreated, EpochTextBecomesTheCompactUtcFormAndWholeSeconds) {
+    struct Case {
+        const char *text;
+        const char *created_at;
+        int64_t epoch_s;
+    };
+    const Case cases[] = {
+        {"1795807083.089111", "20261127191803", 1795807083},
+        {"0", "19700101000000", 0},
+        {"-0.5", "19691231235959", -1},
+        {"-1", "19691231235959", -1},
+        {"-86400.000000", "19691231000000", -86400},
+        {"951782400", "20000229000000", 951782400},
+        {"253402300799.999999", "99991231235959", 253402300799},
+        {"253402300800", "100000101000000", 253402300800},
+        {"Infinity", "", 0},
+        {"-Infinity", "", 0},
+        {"NaN", "", 0},
+        {"1e+16", "", 0},
+        {"", "", 0},
+        {"12x", "", 0},
+        {"1.5.2", "", 0},
+    };
+    for (const Case &c : cases) {
+        EventRow row;
+        row.created_at = "stale";
+        row.created_epoch_s = 7;
+        set_created(row, c.text);
+        EXPECT_EQ(row.created_at, c.created_at) << c.text;
+        EXPECT_EQ(row.created_epoch_s, c.epoch_s) << c.text;
+    }
+}

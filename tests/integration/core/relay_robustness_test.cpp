@@ -736,21 +736,24 @@ TEST_F(RelayRobustnessTest, KilledDaemonLosesNothingAndMarksOnlyConfirmedEvents)
         const long before = count_status("PUBLISHED");
         {
             Child child(cli_relay_args(kBatch, "warn"), log_path);
-            // Kill at a random point once it is publishing: a fixed delay from the start lands
-            // before the first publish when a loaded machine makes start-up slow.
+            // Kill at a random point of the backlog's drain, counted in events published (up to
+            // three quarters of it): a delay from the start lands before the first publish when a
+            // loaded machine makes start-up slow, and after the last one on a quiet machine.
+            const long pending = count_status("PENDING");
+            const long kill_at =
+                before + 1 + static_cast<long>(rng() % static_cast<unsigned long>(std::max(1L, pending * 3 / 4)));
             const auto started = std::chrono::steady_clock::now();
-            while (count_status("PUBLISHED") == before && std::chrono::steady_clock::now() - started < 20s) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            while (count_status("PUBLISHED") < kill_at && std::chrono::steady_clock::now() - started < 20s) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
             }
-            const int kill_after = static_cast<int>(rng() % 200);
-            std::this_thread::sleep_for(std::chrono::milliseconds(kill_after));
+            const long kill_after = kill_at - before;
             child.signal(SIGKILL);
             int status = 0;
             ASSERT_TRUE(child.wait_exit(10s, &status)) << "the killed relay did not go away";
             ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
                 << "round " << round << ": the relay exited by itself before the kill (status " << status << "):\n"
                 << tail(read_file(log_path));
-            rounds_summary += " first publish+" + std::to_string(kill_after) + "ms";
+            rounds_summary += " at " + std::to_string(kill_after) + " of " + std::to_string(pending);
         }
         const long after = count_status("PUBLISHED");
         rounds_with_progress += after > before ? 1 : 0;
