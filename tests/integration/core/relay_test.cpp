@@ -103,6 +103,24 @@ TEST_F(RelayTest, EventInstantsAreFormattedAsPostgresFormatsThem) {
     }
 }
 
+// An event whose instant has no envelope form (created_at 'infinity', possible through the view)
+// goes out with CREATED_AT "" and timestamp 0; it used to fail every read (a numeric cast).
+TEST_F(RelayTest, AnEventWithAnInfiniteInstantGoesOutAndDoesNotStopTheRead) {
+    Collector queue(cfg.exchange);
+    const auto ids = write_events(3, 3);
+    db->exec("UPDATE " + outbox::stream::events_table(cfg) + " SET created_at = 'infinity' WHERE outbox_id = $1",
+             {ids[1]});
+    outbox::Relay relay(cfg);
+    EXPECT_EQ(drain(relay).published, 3);
+    const auto &msgs = queue.collect(3);
+    ASSERT_EQ(msgs.size(), 3U);
+    for (const auto &m : msgs) {
+        const bool infinite = m.props.message_id == ids[1];
+        EXPECT_EQ(m.body.find(R"("CREATED_AT":"")") != std::string::npos, infinite) << m.body;
+        EXPECT_EQ(m.props.timestamp == 0, infinite);
+    }
+}
+
 // The content header is first encoded into 2 KiB (core/amqp_out.cpp); a header that needs more
 // (here a 6,000-character tracestate and a 255-byte aggregate id, the longest) is encoded again whole.
 TEST_F(RelayTest, AContentHeaderLargerThanTheFirstRoomGoesOutWhole) {
