@@ -115,18 +115,7 @@ node_suite() {
 # compiled from the sdist; test_dist.py runs the auditwheel-repaired wheel with libpq, librabbitmq
 # and libcjson hidden (tests/python-dist/without_libs.sh).
 python_suite() {
-  if [[ -n "${OUTBOX_PY_PREPARED:-}" ]]; then
-    "$root/scripts/test_python.sh" --prepared
-  else
-    "$root/scripts/test_python.sh"
-  fi
-}
-
-# The Python suite's venvs and distribution (scripts/test_python.sh --prepare), in the background
-# while the Node suite runs: the Node tests mostly wait on the servers, and the wheel's compile and the
-# venvs' installs take about 80 s.
-pyprep_suite() {
-  "$root/scripts/test_python.sh" --prepare
+  "$root/scripts/test_python.sh"
 }
 
 bench_suite() {

@@ -10,8 +10,7 @@
 #   5. ABI, ThreadSanitizer, valgrind; FFI: PHP (FFI + PDO, the documents' DataStore) and Python
 #      ctypes against liboutbox.so; the operator console (`outbox console`): its HTTP API, and
 #      Debian's Chromium headless driving it; then the fault suite is awaited
-#   6. the Node package (node --test), while the Python suite's venvs and distribution are made in the
-#      background; then the Python package (pytest)
+#   6. the Node package (node --test) and the Python package (pytest)
 #   7. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
 #   8. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
@@ -55,7 +54,6 @@ suite_table=(
   "php|PHP package through FFI (DataStore, subscriber, php-cgi, Composer)|120"
   "ctypes|Python ctypes against liboutbox.so|120"
   "console|operator console: HTTP API, and Chromium headless through list, redrive and skip|300"
-  "pyprep|Python: the venvs and the distribution the Python suite runs on (scripts/test_python.sh --prepare)|900|python"
   "node|Node: the npm tarball packed and installed, node --test against it|900"
   "python|Python (pytest)|900"
   "bench|bench: bench/run --quick produces every figure|600"
@@ -172,11 +170,6 @@ if [[ $# -gt 0 ]]; then
   if [[ $asan == 1 ]]; then suite "build: scripts/build.sh asan (for the named suites)" 1200 "$suites" asan_build; fi
 fi
 
-# When the Python suite's preparation runs (in the background, beside the Node suite), the Python
-# suite runs only its tests on what it left.
-for row in "${selected[@]}"; do
-  if [[ ${row%%|*} == pyprep ]]; then export OUTBOX_PY_PREPARED=1; fi
-done
 declare -A await_before=() # a suite's short name -> the title of the background suite awaited before it
 for row in "${selected[@]}"; do
   IFS='|' read -r short title limit until <<<"$row"
