@@ -109,7 +109,7 @@ for k, side, t, st in rows:
 sides = ["bare", "pk", "part", "lock", "counter", "counter-100"]
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 lines = [f"# Issue 30: what the write costs the server, part by part ({now})", "",
-         f"Measured with the scripts of commit {rev} (`bench/experiments/write_server.sh --rounds {rounds} "
+         f"Measured the code of commit {rev}, its scripts (`bench/experiments/write_server.sh --rounds {rounds} "
          f"--seconds {seconds}`): pgbench, prepared statements, 4 clients, no library code. Each transaction is "
          "bench W's business row plus the side's event write; ratios are to `bare` in the same round (the "
          "event row into a table without key or index: W-row's statement).", "",
