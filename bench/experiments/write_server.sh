@@ -12,8 +12,8 @@
 #
 #   bench/experiments/write_server.sh [--rounds N] [--seconds S] [--out FILE]
 #
-# Rounds (default 3) of every side in turn, S seconds each (default 15), with the CPU stolen around
-# each. Writes a Markdown report (default bench/results/issue-30/write_server.md): TPS per side and
+# Rounds (default 3) of every side in turn, S seconds each (default 15), each after a CHECKPOINT,
+# with the CPU stolen around each. Writes a Markdown report (default bench/results/issue-30/write_server.md): TPS per side and
 # round, each side's median ratio to bare. Needs the services of scripts/services.sh (started if down).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)"
@@ -89,6 +89,8 @@ d = [int(y) - int(x) for x, y in zip(a, b)]; print(f"{100 * d[7] / max(1, sum(d)
 : >"$work/rows"
 for ((k = 1; k <= rounds; k++)); do
     for side in "${sides[@]}"; do
+        # Each side starts after a checkpoint, so none pays for one the side before it left.
+        psql "$OUTBOX_PG_URL" -qc "CHECKPOINT" >/dev/null
         s0=$(cpu)
         tps=$(pgbench -n -M prepared -c 4 -j 2 -T "$seconds" -f "$work/$side.sql" "$OUTBOX_PG_URL" 2>"$work/err" |
             sed -n 's/^tps = \([0-9.]*\) .*/\1/p') || true
