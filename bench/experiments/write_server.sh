@@ -5,6 +5,8 @@
 #   bare     the event row in a copy of the events table without key, index or partitions (W-row)
 #   pk       the event row with its position from a sequence, into a table with its primary key
 #   part     the same into a range-partitioned table like the events table (the row alone of the write)
+#   params   part as the library sends it: INSERT ... SELECT, every value a text parameter cast to
+#            its type (uuid, json, timestamptz), as outbox_write's statement does
 #   lock     part, after a transaction-scoped advisory lock on the aggregate (no counter)
 #   counter  part, after the aggregate's counter row by INSERT ... ON CONFLICT DO UPDATE (this
 #            release's write statement), a new aggregate per event
@@ -25,7 +27,7 @@ while [[ $# -gt 0 ]]; do
         --rounds) rounds="$2"; shift 2 ;;
         --seconds) seconds="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "write_server: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -69,6 +71,10 @@ side_sql() { # SIDE -> the pgbench script
         bare) echo "INSERT INTO $schema.bare $cols VALUES (0, 'ORD', $agg, 1, $vals);" ;;
         pk) echo "INSERT INTO $schema.pk $cols VALUES (nextval('$schema.position_seq'), 'ORD', $agg, 1, $vals);" ;;
         part) echo "INSERT INTO $schema.part $cols VALUES (nextval('$schema.position_seq'), 'ORD', $agg, 1, $vals);" ;;
+        params) echo "INSERT INTO $schema.part $cols SELECT nextval('$schema.position_seq'), CAST(:atype AS text)," \
+                     "CAST('a' || :client_id || '-' || :r AS text), 0, CAST(CAST(:uuid AS text) AS uuid)," \
+                     "CAST(:etype AS text), CAST(:op AS text), CAST(CAST(:payload AS text) AS json)," \
+                     "CAST(CAST(:meta AS text) AS json), CAST(:actor AS text), CAST(CAST(:created AS text) AS timestamptz);" ;;
         lock) echo "INSERT INTO $schema.part $cols SELECT nextval('$schema.position_seq'), 'ORD', $agg, 0, $vals FROM" \
                    "(SELECT pg_advisory_xact_lock(hashtextextended('ORD' || chr(31) || $agg, 0))) AS l;" ;;
         counter | counter-100)
@@ -79,7 +85,10 @@ side_sql() { # SIDE -> the pgbench script
     esac
     echo "COMMIT;"
 }
-sides=(bare pk part lock counter counter-100)
+sides=(bare pk part params lock counter counter-100)
+# The values of params' parameters (pgbench -D: sent as text parameters of the prepared statement).
+defs=(-D "atype=ORD" -D "uuid=0190f3c4-7b1e-7c2d-8e3f-0123456789ab" -D "etype=OrderCreated" -D "op=POST"
+      -D "payload=$payload" -D 'meta={"k":"v"}' -D "actor=user" -D "created=2026-11-27T12:00:00.123456Z")
 for side in "${sides[@]}"; do side_sql "$side" >"$work/$side.sql"; done
 cpu() { head -1 /proc/stat; }
 steal() { # /proc/stat cpu lines before and after -> percent stolen
@@ -92,7 +101,7 @@ for ((k = 1; k <= rounds; k++)); do
         # Each side starts after a checkpoint, so none pays for one the side before it left.
         psql "$OUTBOX_PG_URL" -qc "CHECKPOINT" >/dev/null
         s0=$(cpu)
-        tps=$(pgbench -n -M prepared -c 4 -j 2 -T "$seconds" -f "$work/$side.sql" "$OUTBOX_PG_URL" 2>"$work/err" |
+        tps=$(pgbench -n -M prepared -c 4 -j 2 -T "$seconds" "${defs[@]}" -f "$work/$side.sql" "$OUTBOX_PG_URL" 2>"$work/err" |
             sed -n 's/^tps = \([0-9.]*\) .*/\1/p') || true
         [[ -n "$tps" ]] || { cat "$work/err" >&2; outbox_die "pgbench failed on side $side"; }
         st=$(steal "$s0" "$(cpu)")
@@ -108,7 +117,7 @@ rows = [line.split() for line in open(rows_file)]
 tps = collections.defaultdict(dict)
 for k, side, t, st in rows:
     tps[int(k)][side] = (float(t), st)
-sides = ["bare", "pk", "part", "lock", "counter", "counter-100"]
+sides = ["bare", "pk", "part", "params", "lock", "counter", "counter-100"]
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 lines = [f"# Issue 30: what the write costs the server, part by part ({now})", "",
          f"Measured the code of commit {rev}, its scripts (`bench/experiments/write_server.sh --rounds {rounds} "
@@ -119,6 +128,7 @@ lines = [f"# Issue 30: what the write costs the server, part by part ({now})", "
          "| bare | the event row, no key, no index, no partitions (W-row) |",
          "| pk | the event row, its position from a sequence, a primary key |",
          "| part | the same into a range-partitioned table, as the events table is |",
+         "| params | part as outbox_write sends it: INSERT ... SELECT, every value a text parameter cast to its type |",
          "| lock | part, after an advisory lock on the aggregate (no counter, seq 0) |",
          "| counter | part, after the aggregate's counter row (INSERT ... ON CONFLICT DO UPDATE; a new aggregate each) |",
          "| counter-100 | the same, 100 events per aggregate (the counter's update path) |", "",
