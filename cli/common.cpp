@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <cjson/cJSON.h>
 #include <sys/time.h>
 
 #include <cstdio>
@@ -122,6 +123,11 @@ std::string timestamp() {
     std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                   tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(tv.tv_usec / 1000));
     return buf;
+}
+
+double number(const cJSON *object, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(object, name);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 } // namespace outbox::cli

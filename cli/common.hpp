@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+struct cJSON;
+
 namespace outbox::cli {
 
 struct CommonOptions {
@@ -31,6 +33,9 @@ ConfigPtr build_config(const CommonOptions &opts);
 
 // Now in UTC, ISO 8601 with milliseconds: the time stamp of the command's log lines.
 std::string timestamp();
+
+// The number member `name` of a JSON object; 0 when it is missing or not a number.
+double number(const cJSON *object, const char *name);
 
 // Lines of "key  help" for every configuration key, for --help footers.
 std::string keys_help();

@@ -45,11 +45,6 @@ cJSON *pick(const cJSON *from, std::initializer_list<const char *> names) {
     return out;
 }
 
-double number(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
 // A row's subscriber; "" for the relay's (consumer null).
 std::string consumer_of(const cJSON *row) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, "consumer");

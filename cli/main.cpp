@@ -221,10 +221,6 @@ int run_tail(const CommonOptions &opts, const TailOptions &to) {
 }
 
 // Members of the outbox_stats() JSON object.
-double number(const cJSON *doc, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, name);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
 std::string age(const cJSON *doc, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, name);
     return cJSON_IsNumber(v) ? std::to_string(static_cast<long long>(v->valuedouble)) + " s" : std::string("-");

@@ -3,6 +3,7 @@
 // inbox retention purges, and the consumer (next / fields / properties / nack / ack / run / stop).
 #include "fixture.hpp"
 #include "test_shell.hpp"
+#include "waits.hpp"
 
 #include <sys/wait.h>
 
@@ -20,24 +21,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-long long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
-template <typename F>
-bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
-    const auto deadline = Clock::now() + limit;
-    while (true) {
-        if (done()) {
-            return true;
-        }
-        if (Clock::now() >= deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(step);
-    }
-}
 
 std::string new_uuid() {
     static std::mt19937_64 rng{std::random_device{}()};
@@ -534,7 +517,7 @@ int capi_handler(outbox_db *tx, const outbox_message *msg, void *user_data) {
     return 0;
 }
 
-struct LogSink {
+struct ConsumerLogSink {
     std::mutex mu;
     std::vector<std::string> lines;
     bool contains(const std::string &s) {
@@ -549,7 +532,7 @@ struct LogSink {
 };
 
 void capi_log(outbox_log_level, const char *message, void *user_data) {
-    auto *sink = static_cast<LogSink *>(user_data);
+    auto *sink = static_cast<ConsumerLogSink *>(user_data);
     std::lock_guard<std::mutex> lock(sink->mu);
     sink->lines.emplace_back(message);
 }
@@ -557,7 +540,7 @@ void capi_log(outbox_log_level, const char *message, void *user_data) {
 TEST_F(CapiConsumerTest, ConsumerNextFieldsAckThenRunStoppedFromAnotherThread) {
     const std::string name = consumer_name("capi-cons-");
     ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
-    LogSink sink;
+    ConsumerLogSink sink;
     ASSERT_EQ(outbox_consumer_set_logger(consumer, capi_log, &sink), OUTBOX_OK);
     ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error();
 
@@ -852,7 +835,7 @@ TEST_F(CapiConsumerTest, AHandWrittenLoopSettlesThroughTheLibraryAndALostDatabas
 // `rabbitmqctl close_connection`, found by its client-provided name: close_all_connections would
 // also close those of the tests that run side by side with this one (ctest runs them in parallel).
 
-int count_lines(LogSink &sink, const std::string &s) {
+int count_lines(ConsumerLogSink &sink, const std::string &s) {
     std::lock_guard<std::mutex> lock(sink.mu);
     return static_cast<int>(std::count_if(sink.lines.begin(), sink.lines.end(),
                                           [&](const std::string &l) { return l.find(s) != std::string::npos; }));
@@ -864,7 +847,7 @@ TEST_P(CapiBrokerLossTest, RunGoesOnConsumingAfterTheBrokerClosedItsConnections)
     const bool lent = GetParam();
     const std::string name = consumer_name("capi-lost-");
     ASSERT_EQ(outbox_consumer_new(&consumer, cfg, name.c_str()), OUTBOX_OK) << outbox_last_error();
-    LogSink sink;
+    ConsumerLogSink sink;
     ASSERT_EQ(outbox_consumer_set_logger(consumer, capi_log, &sink), OUTBOX_OK);
     ASSERT_EQ(outbox_consumer_connect(consumer), OUTBOX_OK) << outbox_last_error(); // the queue exists from here
 

@@ -4,6 +4,7 @@
 // through the table: with relay.unroutable_is_failure=false an event the broker accepted is
 // PUBLISHED even though no queue is bound to the test's exchange.
 #include "fixture.hpp"
+#include "waits.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -49,17 +50,6 @@ struct LogSink {
         return lines;
     }
 };
-
-bool eventually(const std::function<bool()> &done, std::chrono::milliseconds limit) {
-    const auto deadline = Clock::now() + limit;
-    while (!done()) {
-        if (Clock::now() >= deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(20ms);
-    }
-    return true;
-}
 
 class RelayCapiTest : public PgTest {
   protected:

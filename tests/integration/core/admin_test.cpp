@@ -4,6 +4,7 @@
 #include "closed_port.hpp"
 #include "identifiers.hpp"
 #include "relay_fixture.hpp"
+#include "waits.hpp"
 
 #include <httplib.h>
 
@@ -29,13 +30,6 @@ namespace {
 
 using namespace outbox_test;
 using Clock = std::chrono::steady_clock;
-
-std::string read_file(const std::string &path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 int free_port() {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

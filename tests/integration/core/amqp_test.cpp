@@ -7,6 +7,7 @@
 #include "closed_port.hpp"
 #include "error.hpp"
 #include "test_env.hpp"
+#include "waits.hpp"
 
 #include <amqp.h>
 
@@ -34,9 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-long long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
+using outbox_test::ms_since;
 
 amqp::Options opts(const std::string &url = outbox_test::amqp_url()) {
     amqp::Options o;

@@ -7,10 +7,11 @@
 // suffix; the queues it creates (<name>, <name>.dead, exchange <name>.dlx) are deleted at the end.
 #include "relay_fixture.hpp"
 #include "test_shell.hpp"
+#include "waits.hpp"
 
 #include "consumer.hpp"
-#include "held.hpp"
 #include "error.hpp"
+#include "held.hpp"
 #include "inbox.hpp"
 #include "json.hpp"
 #include "uuid.hpp"
@@ -45,37 +46,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-long long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
-// Polls `done` until it holds or `limit` passed; every wait in these tests is bounded.
-template <typename F>
-bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
-    const auto deadline = Clock::now() + limit;
-    while (true) {
-        if (done()) {
-            return true;
-        }
-        if (Clock::now() >= deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(step);
-    }
-}
-
-// The consumers' PostgreSQL URL: the test server, with synchronous_commit off for their sessions.
-// The run loop commits once per message, so otherwise these tests mostly wait for WAL flushes.
-// Commits stay atomic and become visible exactly as before; only durability across a crash of
-// the database server itself differs, and no test crashes the server.
-std::string consumer_pg_url() {
-    std::string url = pg_url();
-    if (url.rfind("postgres", 0) == 0) {
-        return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-c%20synchronous_commit%3Doff";
-    }
-    return url + " options='-c synchronous_commit=off'";
-}
-
 std::string rabbitmqctl() {
     return std::string(OUTBOX_SOURCE_DIR) + "/scripts/services.sh rabbitmqctl";
 }
@@ -108,17 +78,6 @@ bool wait_drained(const std::string &queue, std::chrono::milliseconds limit) {
             return zeros >= 3;
         },
         limit, 400ms);
-}
-
-std::string read_file(const std::string &path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string tail(const std::string &s, size_t n = 3000) {
-    return s.size() <= n ? s : "..." + s.substr(s.size() - n);
 }
 
 std::string join_lines(const std::vector<std::string> &v, size_t max = 30) {
@@ -1422,7 +1381,8 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     ASSERT_TRUE(eventually(
         [&] {
             auto p = parked(name);
-            return p.size() == 2 && p[0].state == "parked" && p[1].state == "parked" && p[0].waiting + p[1].waiting == 18;
+            return p.size() == 2 && p[0].state == "parked" && p[1].state == "parked" &&
+                   p[0].waiting + p[1].waiting == 18;
         },
         30s))
         << "q3 parked after 3 attempts, q7 at once, 9 events behind each; log:" << join_lines(consumer.log());
@@ -1445,10 +1405,8 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     int rc = -1;
     const std::string listed = shell(cli + " list --json --consumer " + name + " 2>&1", &rc);
     EXPECT_EQ(rc, 0) << listed;
-    EXPECT_NE(listed.find("\"aggregate_id\":\"q3\",\"state\":\"parked\",\"attempts\":3"), std::string::npos)
-        << listed;
-    EXPECT_NE(listed.find("\"aggregate_id\":\"q7\",\"state\":\"parked\",\"attempts\":1"), std::string::npos)
-        << listed;
+    EXPECT_NE(listed.find("\"aggregate_id\":\"q3\",\"state\":\"parked\",\"attempts\":3"), std::string::npos) << listed;
+    EXPECT_NE(listed.find("\"aggregate_id\":\"q7\",\"state\":\"parked\",\"attempts\":1"), std::string::npos) << listed;
     const std::string table_out = shell(cli + " list 2>&1", &rc);
     EXPECT_EQ(rc, 0) << table_out;
     EXPECT_NE(table_out.find("PRD:q3"), std::string::npos) << table_out;
@@ -1493,10 +1451,11 @@ TEST_F(ParkTest, AFailingAggregateParksAloneAndARedriveOrASkipLetsItsEventsThrou
     std::copy(all.begin() + 1, all.end(), tail.begin());
     EXPECT_EQ(got["q3"], all) << "a redrive applies the held events in seq order";
     EXPECT_EQ(got["q7"], tail) << "after the skipped head, in seq order";
-    EXPECT_EQ(scalar_long("SELECT count(*) FROM \"" + cfg.schema + "\"." + cfg.inbox_table +
-                          "_skipped WHERE skipped_by = 'it-test' AND reason = 'negative price' AND outbox_id::text = '" +
-                          skipped + "'"),
-              1);
+    EXPECT_EQ(
+        scalar_long("SELECT count(*) FROM \"" + cfg.schema + "\"." + cfg.inbox_table +
+                    "_skipped WHERE skipped_by = 'it-test' AND reason = 'negative price' AND outbox_id::text = '" +
+                    skipped + "'"),
+        1);
     EffectReport r = report(name, "(aggregate_id <> 'q7' OR seq > 1)");
     EXPECT_EQ(r.not_once, 0) << join_lines(r.samples);
     EXPECT_EQ(r.missing, 0);
@@ -1545,7 +1504,8 @@ TEST_F(ParkTest, TheRelaysParkedAggregateIsListedAndItsFailedHeadSkipped) {
     EXPECT_THROW(outbox::held::skip(*db, cfg, "", {"PRD", "r0"}, "11111111-1111-7111-8111-111111111111", "it", "x"),
                  outbox::Error);
     Collector queue(cfg.exchange);
-    const std::string skipped = outbox::held::skip(*db, cfg, "", {"PRD", "r0"}, rows[0].head_event_id, "it-test", "bad");
+    const std::string skipped =
+        outbox::held::skip(*db, cfg, "", {"PRD", "r0"}, rows[0].head_event_id, "it-test", "bad");
     EXPECT_EQ(skipped, rows[0].head_event_id);
     outbox::Relay relay(cfg);
     drain(relay);

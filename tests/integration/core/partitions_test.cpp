@@ -9,6 +9,7 @@
 #include "child_process.hpp"
 #include "relay_fixture.hpp"
 #include "test_shell.hpp"
+#include "waits.hpp"
 
 #include "consumer.hpp"
 #include "error.hpp"
@@ -34,30 +35,6 @@ namespace amqp = outbox::amqp;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-template <typename F>
-bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step = 20ms) {
-    const auto deadline = Clock::now() + limit;
-    while (true) {
-        if (done()) {
-            return true;
-        }
-        if (Clock::now() >= deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(step);
-    }
-}
-
-// The consumers' PostgreSQL URL with synchronous_commit off for their sessions (one commit per
-// message; no test here crashes the database server).
-std::string consumer_pg_url() {
-    std::string url = pg_url();
-    if (url.rfind("postgres", 0) == 0) {
-        return url + (url.find('?') == std::string::npos ? "?" : "&") + "options=-c%20synchronous_commit%3Doff";
-    }
-    return url + " options='-c synchronous_commit=off'";
-}
 
 // One instance: outbox::Consumer::run on a thread of its own, connected (topology declared) by the
 // constructor. Stopped, joined and destroyed (leaving the membership) by stop() or the destructor.

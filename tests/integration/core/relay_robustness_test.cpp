@@ -9,6 +9,7 @@
 // instead of hanging it.
 #include "relay_fixture.hpp"
 #include "test_shell.hpp"
+#include "waits.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -39,25 +40,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-long long ms_since(Clock::time_point t0) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
-// Polls `done` until it is true or `limit` passed; returns its last value.
-bool eventually(const std::function<bool()> &done, std::chrono::milliseconds limit,
-                std::chrono::milliseconds every = 25ms) {
-    const auto deadline = Clock::now() + limit;
-    while (true) {
-        if (done()) {
-            return true;
-        }
-        if (Clock::now() >= deadline) {
-            return false;
-        }
-        std::this_thread::sleep_for(every);
-    }
-}
 
 // A thread that must finish: join() waits at most `limit`, then aborts the whole run (a hung
 // relay must fail the suite loudly, never hang it). The body's exceptions are kept for the test.
@@ -531,17 +513,6 @@ class Child {
     int status_ = 0;
     Clock::time_point started_;
 };
-
-std::string read_file(const std::string &path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::string tail(const std::string &s, size_t n = 3000) {
-    return s.size() <= n ? s : "..." + s.substr(s.size() - n);
-}
 
 // rabbitmqctl for the test node, bounded in time like every other wait here.
 std::string rabbitmqctl() {

@@ -5,6 +5,7 @@
 #include "relay_fixture.hpp"
 #include "retention.hpp"
 #include "store.hpp"
+#include "waits.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -18,17 +19,6 @@ namespace {
 using namespace outbox_test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-template <typename F> bool eventually(F &&done, std::chrono::milliseconds limit, std::chrono::milliseconds step) {
-    const auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-        if (done()) {
-            return true;
-        }
-        std::this_thread::sleep_for(step);
-    }
-    return done();
-}
 
 // Version 1's write statement, as writers of the previous version send it.
 std::string v1_write_sql(const outbox::Config &cfg) {
