@@ -10,17 +10,20 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 kind=${1:-release}
 root=$OUTBOX_REPO_ROOT
 jobs=$(nproc 2>/dev/null || echo 2)
+# Unity builds: each target's sources compiled a batch at a time, in about half the time on 2 cores
+# (headers parsed once a batch). The Python and Node packages still compile every core file alone.
+unity=-DCMAKE_UNITY_BUILD=ON
 case "$kind" in
   release)
     cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$root/_install" >/dev/null
+      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$root/_install" "$unity" >/dev/null
     cmake --build "$root/build/release" -j "$jobs"
     cmake --install "$root/build/release" >/dev/null
     echo "build: release built and installed into $root/_install"
     ;;
   asan)
     cmake -S "$root" -B "$root/build/asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DOUTBOX_SANITIZE=ON \
-      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_BENCH=OFF >/dev/null
+      -DOUTBOX_WERROR=ON -DOUTBOX_BUILD_BENCH=OFF "$unity" >/dev/null
     cmake --build "$root/build/asan" -j "$jobs"
     echo "build: sanitizer build ready in $root/build/asan"
     ;;
