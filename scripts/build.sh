@@ -11,7 +11,7 @@ kind=${1:-release}
 root=$OUTBOX_REPO_ROOT
 jobs=$(nproc 2>/dev/null || echo 2)
 # Unity builds: each target's sources compiled a batch at a time, in about half the time on 2 cores
-# (headers parsed once a batch). The Python and Node packages still compile every core file alone.
+# (headers parsed once a batch). The ThreadSanitizer suite's build compiles every core file alone.
 unity=-DCMAKE_UNITY_BUILD=ON
 case "$kind" in
   release)

@@ -4,13 +4,13 @@
 #      suites, a 3-node RabbitMQ cluster whose nodes their consumer tests kill: scripts/cluster.sh)
 #   2. C++ unit + integration suites (GoogleTest, sanitizer build, via ctest)
 #   3. the installed library: header, pkg-config and CMake package, C example built against it;
-#      then, in the background while 4 and 5 run, the quick subset of the fault-injection suite
-#      (tests/faults), local clusters included, on servers of its own
+#      then, in the background while 4, 5 and the Node suite run, the quick subset of the
+#      fault-injection suite (tests/faults), local clusters included, on servers of its own
 #   4. the security suite (roles, TLS, secrets, injection) and a brief libFuzzer run
 #   5. ABI, ThreadSanitizer, valgrind; FFI: PHP (FFI + PDO, the documents' DataStore) and Python
 #      ctypes against liboutbox.so; the operator console (`outbox console`): its HTTP API, and
-#      Debian's Chromium headless driving it; then the fault suite is awaited
-#   6. the Node package (node --test) and the Python package (pytest)
+#      Debian's Chromium headless driving it
+#   6. the Node package (node --test); the fault suite is awaited; the Python package (pytest)
 #   7. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
 #   8. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
@@ -39,13 +39,13 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,27p' "$0"; exi
 # time limit in seconds, and for a suite that runs in the background the suite it is awaited
 # before (or at the end, when that one does not run). The short name is what `scripts/test.sh
 # SUITE` takes. The fault suite mostly waits on its own servers and clusters (half the CPU idle),
-# so the suites after it up to the console's run meanwhile; its bounds are tens of seconds, and it
-# runs on servers of its own.
+# so the suites after it up to Node's run meanwhile; its bounds are tens of seconds, and it runs on
+# servers of its own.
 suite_table=(
   "runner|test runner: failing steps, time limits, empty filters, cited reports, sizes|120"
   "cxx|C++ (GoogleTest, ASan+UBSan)|1200"
   "installed|installed library (pkg-config, find_package, C example)|900"
-  "faults|fault injection, quick subset, clusters included (tests/faults/run --quick)|900|node"
+  "faults|fault injection, quick subset, clusters included (tests/faults/run --quick)|900|python"
   "security|security: least privilege, TLS, secrets, injection|300"
   "fuzz|fuzz (brief, libFuzzer)|300"
   "abi|ABI: doc comments, exported symbols, libabigail baseline|180"

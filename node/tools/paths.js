@@ -53,13 +53,32 @@ function addonSources() {
   return fs.readdirSync(bindings).filter((f) => f.endsWith('.cc')).sort().map((f) => path.join(bindings, f));
 }
 
-// liboutbox itself: the C API layer and the C++ core, as CMake builds them.
+// liboutbox itself: the C API layer and the C++ core, as CMake builds them (two lists).
 function librarySources() {
   const root = repoRoot();
   return [
-    ...cmakeSources(path.join(root, 'capi'), 'OUTBOX_CAPI_SOURCES'),
-    ...cmakeSources(path.join(root, 'core'), 'OUTBOX_CORE_SOURCES'),
+    cmakeSources(path.join(root, 'capi'), 'OUTBOX_CAPI_SOURCES'),
+    cmakeSources(path.join(root, 'core'), 'OUTBOX_CORE_SOURCES'),
   ];
+}
+
+// A unity build of `groups` (lists of sources, each batched apart, as CMake's CMAKE_UNITY_BUILD does
+// per target): build/unity/outbox_c_<n>.cpp each #including up to 8 consecutive sources, written
+// only when their text changed (so an incremental build recompiles only what did). About half the
+// compile time of one file at a time.
+function unitySources(groups, batch = 8) {
+  const dir = path.join(packageDir(), 'build', 'unity');
+  fs.mkdirSync(dir, { recursive: true });
+  const files = [];
+  for (const group of groups) {
+    for (let i = 0; i < group.length; i += batch) {
+      const text = group.slice(i, i + batch).map((f) => `#include ${JSON.stringify(f)}\n`).join('');
+      const file = path.join(dir, `outbox_c_${files.length}.cpp`);
+      if (!fs.existsSync(file) || fs.readFileSync(file, 'utf8') !== text) fs.writeFileSync(file, text);
+      files.push(file);
+    }
+  }
+  return files;
 }
 
 function publicInclude() {
@@ -71,4 +90,4 @@ function libraryIncludes() {
   return [path.join(root, 'capi', 'include'), path.join(root, 'core')];
 }
 
-module.exports = { packageDir, repoRoot, addonSources, librarySources, publicInclude, libraryIncludes };
+module.exports = { packageDir, repoRoot, addonSources, librarySources, unitySources, publicInclude, libraryIncludes };

@@ -5,7 +5,7 @@ const paths = require('./paths');
 const what = process.argv[2];
 const lists = {
   'addon-sources': paths.addonSources,
-  'library-sources': paths.librarySources,
+  'library-sources': () => paths.unitySources(paths.librarySources()),
   'public-include': paths.publicInclude,
   'library-includes': paths.libraryIncludes,
   'addon-api': () => [require('node-addon-api').include_dir],
