@@ -20,6 +20,11 @@ export OUTBOX_RUN_DIR
 if [[ ! -d "$root/node/node_modules/prebuildify" ]]; then
   (cd "$root/node" && npm ci --ignore-scripts --prefer-offline --no-audit --no-fund) >&2
 fi
+# One pack at a time per run directory (the demo's and the bench's run at once in the test command):
+# pack.js stages every pack in one directory per checkout, and each writes the same tarball.
+mkdir -p "$OUTBOX_RUN_DIR"
+exec 9>"$OUTBOX_RUN_DIR/node-package.lock"
+flock -w 600 9 || { echo "node_package.sh: another pack held $OUTBOX_RUN_DIR/node-package.lock for 600 s" >&2; exit 1; }
 tarball=$(node "$root/node/tools/pack.js" --out "$OUTBOX_RUN_DIR/node-dist")
 rm -rf "$project"
 mkdir -p "$project"

@@ -11,7 +11,8 @@
 #      ctypes against liboutbox.so; the operator console (`outbox console`): its HTTP API, and
 #      Debian's Chromium headless driving it
 #   6. the Node package (node --test); the fault suite is awaited; the Python package (pytest)
-#   7. the benchmark harness: bench/run --quick, checked for numbers (not for speed)
+#   7. the benchmark harness: bench/run --quick, checked for numbers (not for speed), in the
+#      background while 8 runs (both mostly wait; the quick run's figures are not judged for speed)
 #   8. the demo (scripts/demo.sh), checked: every event applied exactly once by every subscriber
 # Each suite runs as a process of its own under `set -e` with a time limit (scripts/suites.sh,
 # scripts/suite_lib.sh), after a self-test of that machinery (tests/runner/selftest.sh).
@@ -31,13 +32,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 root=$OUTBOX_REPO_ROOT
 cd "$root"
 
-if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,27p' "$0"; exit 0; fi
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,28p' "$0"; exit 0; fi
 
 # Each suite in a process of its own with a time limit (scripts/suite_lib.sh): every step of it
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
 # The table of suites, in the order they run: short name (the function without _suite), title,
 # time limit in seconds, and for a suite that runs in the background the suite it is awaited
-# before (or at the end, when that one does not run). The short name is what `scripts/test.sh
+# before (or at the end, when that one does not run; `end`: at the end). The short name is what `scripts/test.sh
 # SUITE` takes. The fault suite mostly waits on its own servers and clusters (half the CPU idle),
 # so the suites after it up to Node's run meanwhile; its bounds are tens of seconds, and it runs on
 # servers of its own.
@@ -56,7 +57,7 @@ suite_table=(
   "console|operator console: HTTP API, and Chromium headless through list, redrive and skip|300"
   "node|Node: the npm tarball packed and installed, node --test against it|900"
   "python|Python (pytest)|900"
-  "bench|bench: bench/run --quick produces every figure|600"
+  "bench|bench: bench/run --quick produces every figure|600|end"
   "demo|demo: the documents' system end to end (PHP, Python, C writers; Node, Python, C subscribers)|300"
 )
 # What a suite needs that an earlier suite of the full run makes: the release build and _install/
@@ -72,7 +73,12 @@ needs_cluster=" cxx python node "
 if [[ "${1:-}" == "--list" ]]; then
   for row in "${suite_table[@]}"; do
     IFS='|' read -r short title _ until <<<"$row"
-    printf '%-10s %s%s\n' "$short" "$title" "${until:+ (in the background, awaited before $until)}"
+    case $until in
+      "") when="" ;;
+      end) when=" (in the background, awaited at the end)" ;;
+      *) when=" (in the background, awaited before $until)" ;;
+    esac
+    printf '%-10s %s%s\n' "$short" "$title" "$when"
   done
   exit 0
 fi
