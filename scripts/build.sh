@@ -12,7 +12,8 @@ root=$OUTBOX_REPO_ROOT
 jobs=$(nproc 2>/dev/null || echo 2)
 # Unity builds: each target's sources compiled a batch at a time, in about half the time on 2 cores
 # (headers parsed once a batch). The ThreadSanitizer suite's build compiles every core file alone.
-unity=-DCMAKE_UNITY_BUILD=ON
+# OUTBOX_UNITY_BUILD=OFF builds file by file.
+unity=-DCMAKE_UNITY_BUILD=${OUTBOX_UNITY_BUILD:-ON}
 case "$kind" in
   release)
     cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
