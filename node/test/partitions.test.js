@@ -23,7 +23,9 @@ function partitionTopology(e, name, partitions) {
 }
 
 test('two instances of a partitioned subscriber divide it, in order and exactly once', async (t) => {
-  const e = await env(t, { 'consumer.partitions': 4, 'consumer.lease_ms': 1000 });
+  // A lease long enough for a busy machine: a's first heartbeat (a quarter of the lease after it
+  // connected) must still find b's from b.connect() alive, or a takes every partition for a while.
+  const e = await env(t, { 'consumer.partitions': 4, 'consumer.lease_ms': 3000 });
   const name = e.consumerName('part');
   partitionTopology(e, name, 4);
   await e.admin.query(`CREATE TABLE "${e.schema}".effects (applied bigserial PRIMARY KEY, event_id text NOT NULL,
@@ -43,7 +45,7 @@ test('two instances of a partitioned subscriber divide it, in order and exactly 
   const relay = e.outbox.relay();
   t.after(() => relay.close());
   assert.equal((await e.drain(relay)).published, 80);
-  await new Promise((r) => setTimeout(r, 600)); // past a's heartbeat: its first next() takes up its half only
+  await new Promise((r) => setTimeout(r, 800)); // past a's heartbeat: its first next() takes up its half only
 
   const handler = (instance) => async (m, tx) => {
     await new Promise((r) => setTimeout(r, 5));

@@ -22,7 +22,9 @@ def test_two_instances_of_a_partitioned_subscriber_divide_it_in_order_and_exactl
     amqp.exchanges.append(f"{consumer_name}.partitions")
     cfg["pg.url"] = PG_URL
     cfg["consumer.partitions"] = 4
-    cfg["consumer.lease_ms"] = 1000
+    # A lease long enough for a busy machine: a's first heartbeat (a quarter of the lease after it
+    # connected) must still find b's from b.connect() alive, or a takes every partition for a while.
+    cfg["consumer.lease_ms"] = 3000
 
     def instance(name):
         c = cfg.copy()  # (not dict(cfg): a Config reads secrets back hidden)
@@ -38,7 +40,7 @@ def test_two_instances_of_a_partitioned_subscriber_divide_it_in_order_and_exactl
         conn.commit()
     with outbox.Relay(cfg) as relay:
         assert relay.drain().published == 80
-    time.sleep(0.6)  # past a's heartbeat: its first next() takes up its half only
+    time.sleep(0.8)  # past a's heartbeat: its first next() takes up its half only
 
     errors = []
 
