@@ -16,8 +16,9 @@ OUTBOX_DEB_PACKAGES=(
     postgresql postgresql-contrib rabbitmq-server
     # bindings / examples
     php-cli php-cgi php-pgsql composer python3 python3-venv nodejs npm
-    # process and socket tools used by the scripts; openssl makes the services' test certificates
-    procps iproute2 openssl
+    # process and socket tools used by the scripts; openssl makes the services' test certificates;
+    # gdb prints the threads of a daemon that did not stop (tests/security/stop_daemon.sh)
+    procps iproute2 openssl gdb
     # fuzzing (tests/fuzz): clang with libFuzzer and the sanitizer runtimes
     clang-14 libclang-rt-14-dev
     # packet loss and drops inside the fault suite's own network namespace (tests/faults)
