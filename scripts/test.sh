@@ -38,8 +38,8 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then sed -n '2,28p' "$0"; exi
 # counts, and a hang fails it in minutes. The limits are a few times a normal run on 2 cores.
 # The table of suites, in the order they run: short name (the function without _suite), title,
 # time limit in seconds, and for a suite that runs in the background the suite it is awaited
-# before (or at the end, when that one does not run; `end`: at the end). The short name is what `scripts/test.sh
-# SUITE` takes. The fault suite mostly waits on its own servers and clusters (half the CPU idle),
+# before (or at the end, when that one does not run; `end`: at the end). The short name is what
+# `scripts/test.sh SUITE` takes. The fault suite mostly waits on its own servers and clusters (half the CPU idle),
 # so the suites after it up to Node's run meanwhile; its bounds are tens of seconds, and it runs on
 # servers of its own.
 suite_table=(
