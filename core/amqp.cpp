@@ -319,16 +319,16 @@ uint64_t Connection::publish(const std::string &exchange, const std::string &rou
         p._flags |= AMQP_BASIC_HEADERS_FLAG;
         p.headers = headers.get();
     }
-    const std::string what = "publish to '" + exchange + "'";
+    const auto what = [&] { return "publish to '" + exchange + "'"; }; // built only when needed
     if (s.plain_tcp && s.heartbeat_expired()) { // as send() does: a silent broker fails the publish at once
-        s.lost(AMQP_STATUS_HEARTBEAT_TIMEOUT, what, false);
+        s.lost(AMQP_STATUS_HEARTBEAT_TIMEOUT, what(), false);
     }
     if (s.plain_tcp && s.encode_publish(exchange, routing_key, mandatory, p, body)) {
         if (s.outgoing.size() >= kFlushBytes) {
-            s.flush(what);
+            s.flush(what());
         }
     } else {
-        s.send(what, [&] {
+        s.send(what(), [&] {
             return amqp_basic_publish(s.conn(), kChannel, bytes_of(exchange), bytes_of(routing_key), mandatory ? 1 : 0,
                                       0, &p, bytes_of(body));
         });

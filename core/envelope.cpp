@@ -50,6 +50,7 @@ amqp::Properties envelope_properties(const EventRow &row, bool replay) {
     p.type = row.event_type;
     p.timestamp = row.created_epoch_s;
     p.app_id = "outbox";
+    p.headers.reserve(6); // the four below, a trace context's two
     p.headers.emplace_back("outbox-aggregate-type", row.aggregate_type);
     p.headers.emplace_back("outbox-aggregate-id", row.aggregate_id);
     p.headers.emplace_back("outbox-seq", row.seq);
@@ -102,10 +103,25 @@ void set_created(EventRow &row, std::string_view epoch_text) {
     if (gmtime_r(&t, &tm) == nullptr) {
         return;
     }
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%04lld%02d%02d%02d%02d%02d", static_cast<long long>(tm.tm_year) + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    row.created_at = buf;
+    const long long year = static_cast<long long>(tm.tm_year) + 1900;
+    if (year >= 0 && year <= 9999) { // YYYYMMDDHHMMSS without a format string (once per event read)
+        char buf[14];
+        const int parts[] = {tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec};
+        auto y = static_cast<int>(year);
+        for (int i = 3; i >= 0; --i, y /= 10) {
+            buf[i] = static_cast<char>('0' + y % 10);
+        }
+        for (size_t i = 0; i < 5; ++i) {
+            buf[4 + 2 * i] = static_cast<char>('0' + parts[i] / 10);
+            buf[5 + 2 * i] = static_cast<char>('0' + parts[i] % 10);
+        }
+        row.created_at.assign(buf, sizeof buf);
+    } else {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%04lld%02d%02d%02d%02d%02d", year, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                      tm.tm_min, tm.tm_sec);
+        row.created_at = buf;
+    }
     row.created_epoch_s = secs;
 }
 

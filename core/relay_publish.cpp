@@ -10,7 +10,9 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -23,13 +25,18 @@ namespace outbox {
 // still to be confirmed, at once when it is confirmed; a link that does not follow it (its seq is
 // not the next) or follows a failed or held one is held back. Ready links are queued.
 void Relay::chain(PublishRound &round, size_t from) {
-    std::unordered_map<std::string, int> tail; // aggregate -> its last item in the round so far
-    auto key_of = [](const RelayItem &item) {
-        std::string key = item.row.aggregate_type;
-        key.push_back('\0');
-        key += item.row.aggregate_id;
-        return key;
+    // aggregate -> its last item in the round so far; the keys view the items' own strings, which
+    // stay in place while this runs (nothing is added to round.items here).
+    using Key = std::pair<std::string_view, std::string_view>;
+    struct KeyHash {
+        size_t operator()(const Key &k) const noexcept {
+            const size_t h = std::hash<std::string_view>{}(k.first);
+            return h ^ (std::hash<std::string_view>{}(k.second) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+        }
     };
+    std::unordered_map<Key, int, KeyHash> tail;
+    tail.reserve(round.items.size());
+    auto key_of = [](const RelayItem &item) { return Key(item.row.aggregate_type, item.row.aggregate_id); };
     for (size_t i = 0; i < from; ++i) {
         if (!round.items[i].park) {
             tail[key_of(round.items[i])] = static_cast<int>(i);
@@ -81,6 +88,7 @@ void Relay::open_next(PublishRound &round) noexcept {
         std::vector<RelayItem> next;
         read_stream(*pg_, next, cfg_.relay_batch_size);
         const size_t from = round.items.size();
+        round.items.reserve(from + next.size());
         for (RelayItem &it : next) {
             progress_.hold(it.position);
             round.items.push_back(std::move(it));

@@ -98,7 +98,9 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;
     const size_t first_item = items.size();
-    for (RelayItem &it : in_position_order(r)) {
+    std::vector<RelayItem> read = in_position_order(r);
+    items.reserve(items.size() + read.size());
+    for (RelayItem &it : read) {
         if (it.position <= frontier) {
             found_again.push_back(it.position);
         } else {
