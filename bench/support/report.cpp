@@ -134,7 +134,9 @@ void print_table(const Run &run, const Options &o, const Env &env) {
         }
     }
     if (!cpu.empty()) {
-        std::printf("- client CPU (this process, user+sys, during the timed part): %s\n", cpu.c_str());
+        std::printf("- client CPU (user+sys during the timed part: the relay drain child for a relay's drain, "
+                    "relay_bench for B, its subscriber thread included): %s\n",
+                    cpu.c_str());
     }
     for (const auto &n : run.notes) {
         std::printf("- %s\n", n.c_str());
