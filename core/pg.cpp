@@ -1,5 +1,7 @@
 #include "pg.hpp"
 
+#include <poll.h>
+
 #include "redact.hpp"
 
 #include <cctype>
@@ -523,6 +525,11 @@ Result Conn::exec_simple(const std::string &sql) {
 
 bool Conn::consume_input() {
     return PQconsumeInput(c_) != 0;
+}
+
+bool Conn::readable_now() const {
+    pollfd pfd{PQsocket(c_), POLLIN, 0};
+    return ::poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) != 0;
 }
 
 bool Conn::take_notifications() {

@@ -113,6 +113,10 @@ class Conn {
     // Reads what the server sent meanwhile (after poll() saw the socket readable); false when the
     // connection is lost.
     bool consume_input();
+    // Whether a statement sent (send_cached) still waits for input: collect() would block.
+    [[nodiscard]] bool busy() const { return PQisBusy(c_) != 0; }
+    // Whether the server's socket has input waiting now (a poll that does not wait).
+    [[nodiscard]] bool readable_now() const;
     // Takes the notifications (LISTEN) libpq has buffered, where poll() cannot see them; true when
     // there was at least one.
     bool take_notifications();

@@ -149,6 +149,7 @@ class Relay {
     [[nodiscard]] StreamRead stream_read(int limit) const;
     void send_prefetch(pg::Conn &db, const std::vector<RelayItem> &items);
     void collect_prefetch(pg::Conn &db) noexcept;
+    bool advance_prefetch(pg::Conn &db) noexcept;
     // One step; `overlap`: publish the next batch while this one is confirmed, and leave it in flight.
     RelayStats step_batch(bool overlap);
     void chain(PublishRound &round, size_t from);
@@ -197,10 +198,14 @@ class Relay {
     // The next stream read, sent while a full batch is published (the broker waits for nothing
     // between batches): used by the next step only when it would make the very same read, so it
     // is that read made a little earlier. `sent` until collected, before anything else uses the connection.
+    // Its rows are taken in and turned into items a slice at a time while the relay would otherwise
+    // wait for confirms (advance_prefetch), so that opening the next batch does not stop publishing.
     struct Prefetch {
         StreamRead read;
         pg::Result result;
         bool sent = false;
+        std::vector<RelayItem> items; // the result's first `converted` rows, in result order
+        int converted = 0;
     };
     std::optional<Prefetch> prefetch_;
     // The publish round a step left in flight (relay.overlap): the next batch, already read and

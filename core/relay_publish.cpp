@@ -206,6 +206,11 @@ std::optional<std::string> Relay::publish(PublishRound &round, bool overlap) {
                     ? 0
                     : static_cast<int>(std::min<int64_t>(
                           200, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+            // With nothing to send, the next batch's read is made ready a slice at a time instead of
+            // blocking, so that opening it later costs the window nothing.
+            if (wait_ms > 0 && overlap && pg_ && advance_prefetch(*pg_)) {
+                wait_ms = 0;
+            }
             for (std::optional<amqp::Event> ev = mq.wait(wait_ms); ev; ev = mq.wait(0)) {
                 on_broker_event(round, *ev);
             }

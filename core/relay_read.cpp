@@ -33,21 +33,24 @@ RelayItem item_from(const pg::Result &r, int i, int c) {
     return it;
 }
 
-// The stream read's events in position order. Its two parts (the runs read again, then the events
-// past the frontier) each come in that order, so the server is not asked to sort the batch's rows.
-std::vector<RelayItem> in_position_order(const pg::Result &r) {
-    std::vector<RelayItem> read;
-    read.reserve(static_cast<size_t>(r.rows()));
-    for (int i = 0; i < r.rows(); ++i) {
-        if (!r.is_null(i, 1)) { // else no event: the snapshot's row alone
-            read.push_back(item_from(r, i, 1));
+// The stream read's events of result rows [from, to), appended in result order (a row without an
+// event is the snapshot's row alone).
+void convert_rows(const pg::Result &r, int from, int to, std::vector<RelayItem> &out) {
+    out.reserve(static_cast<size_t>(r.rows()));
+    for (int i = from; i < to; ++i) {
+        if (!r.is_null(i, 1)) {
+            out.push_back(item_from(r, i, 1));
         }
     }
+}
+
+// In position order. The read's two parts (the runs read again, then the events past the frontier)
+// each come in that order, so the server is not asked to sort the batch's rows.
+void in_position_order(std::vector<RelayItem> &read) {
     const auto by_position = [](const RelayItem &a, const RelayItem &b) { return a.position < b.position; };
     if (!std::is_sorted(read.begin(), read.end(), by_position)) {
         std::sort(read.begin(), read.end(), by_position);
     }
-    return read;
 }
 } // namespace
 
@@ -88,17 +91,22 @@ void Relay::read_stream(pg::Conn &db, std::vector<RelayItem> &items, int limit) 
     const int64_t frontier = progress_.frontier();
     const StreamRead want = stream_read(limit);
     pg::Result r;
+    std::vector<RelayItem> read;
+    int converted = 0;
     if (prefetch_ && !prefetch_->sent && prefetch_->read == want) {
         r = std::move(prefetch_->result);
+        read = std::move(prefetch_->items);
+        converted = prefetch_->converted;
     } else {
         r = db.exec_cached(read_sql_, want.params());
     }
     prefetch_.reset();
+    convert_rows(r, converted, r.rows(), read);
+    in_position_order(read);
     const stream::Snapshot snap = stream::parse_snapshot(r.get(0, 0));
     std::vector<int64_t> found_again;
     std::vector<int64_t> fresh;
     const size_t first_item = items.size();
-    std::vector<RelayItem> read = in_position_order(r);
     items.reserve(items.size() + read.size());
     for (RelayItem &it : read) {
         if (it.position <= frontier) {
@@ -156,6 +164,49 @@ void Relay::collect_prefetch(pg::Conn &db) noexcept {
     } catch (const std::exception &) {
         prefetch_.reset();
     }
+}
+
+// A slice of the read made ahead, done while the relay would otherwise wait for confirms: what
+// arrived is taken in, and once the result is whole, up to kSlice of its rows become items. Returns
+// whether there was something to do (more may follow); false when the result has not arrived yet
+// or is all converted. On any failure the prefetch is dropped, as collect_prefetch does.
+bool Relay::advance_prefetch(pg::Conn &db) noexcept {
+    constexpr int kSlice = 256; // about half a millisecond of work: confirms are read between slices
+    constexpr int kReads = 16;
+    if (!prefetch_) {
+        return false;
+    }
+    if (prefetch_->sent) {
+        // What has arrived, without waiting: libpq takes in some 32 KiB a call, and the server's
+        // writes wait for the socket to be read.
+        for (int i = 0; i < kReads; ++i) {
+            if (!db.consume_input()) {
+                prefetch_.reset(); // the connection is lost: the next step finds it so
+                return false;
+            }
+            if (!db.busy()) {
+                collect_prefetch(db);
+                return prefetch_.has_value();
+            }
+            if (!db.readable_now()) {
+                return i > 0; // nothing more yet: wait for the broker (and come back at its next frame)
+            }
+        }
+        return true; // more is waiting: come back at once
+    }
+    const int rows = prefetch_->result.rows();
+    if (prefetch_->converted >= rows) {
+        return false;
+    }
+    try {
+        const int to = std::min(rows, prefetch_->converted + kSlice);
+        convert_rows(prefetch_->result, prefetch_->converted, to, prefetch_->items);
+        prefetch_->converted = to;
+    } catch (const std::exception &) {
+        prefetch_.reset();
+        return false;
+    }
+    return true;
 }
 
 std::vector<RelayItem> Relay::read_batch(pg::Conn &db, RelayStats &st) {
