@@ -17,15 +17,44 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 using namespace bench;
 
 namespace {
 
+// When the relay's connections are ready: the first step opens them, and the relay says so through
+// its public log sink ("connected to RabbitMQ ...", "connected to PostgreSQL ..."). The drain is
+// timed from the later of the two, as B is timed from its connection ready in confirm mode: both
+// sides then time the pipeline, not the connects (which are in `connect_us`).
+struct Connects {
+    Clock::time_point amqp{}, pg{};
+    bool amqp_seen = false, pg_seen = false;
+
+    static void sink(outbox_log_level /*level*/, const char *message, void *self) {
+        auto *c = static_cast<Connects *>(self);
+        const std::string_view m(message);
+        if (!c->amqp_seen && m.rfind("connected to RabbitMQ", 0) == 0) {
+            c->amqp = Clock::now();
+            c->amqp_seen = true;
+        } else if (!c->pg_seen && m.rfind("connected to PostgreSQL", 0) == 0) {
+            c->pg = Clock::now();
+            c->pg_seen = true;
+        }
+    }
+    [[nodiscard]] Clock::time_point ready(const std::string &key) const {
+        if (!amqp_seen || !pg_seen) {
+            die(key + ": the relay's first step did not log both of its connections (its log lines changed?)");
+        }
+        return std::max(amqp, pg);
+    }
+};
+
 // The relay drain itself (public C API: outbox_relay_new, outbox_relay_step until a step reads
-// nothing), timed from the first step (which also connects) to the end of the step that recorded
-// the last event. (outbox_relay_stats and the CSV/JSON keys keep version 1's names: claimed =
-// read, claim_us = reading, mark_us = recording.)
+// nothing), timed from both connections ready (in the first step) to the end of the step that
+// recorded the last event. (outbox_relay_stats and the CSV/JSON keys keep version 1's names:
+// claimed = read, claim_us = reading, mark_us = recording.)
 DrainStats drain(const Run &run, int batch, int window, const std::string &pg_url, long expected,
                  const std::string &key, const std::string &steps_csv) {
     outbox_config *cfg = relay_config(run, batch, window, pg_url);
@@ -39,6 +68,11 @@ DrainStats drain(const Run &run, int batch, int window, const std::string &pg_ur
         outbox_relay *r;
         ~Free() { outbox_relay_free(r); }
     } free_relay{relay};
+    Connects connects;
+    rc = outbox_relay_set_logger(relay, &Connects::sink, &connects);
+    if (rc != OUTBOX_OK) {
+        die(std::string("outbox_relay_set_logger: ") + outbox_last_error());
+    }
     DrainStats d;
     std::ofstream csv;
     if (!steps_csv.empty() && steps_csv != "-") {
@@ -85,7 +119,9 @@ DrainStats drain(const Run &run, int batch, int window, const std::string &pg_ur
             die(key + ": the relay does not finish");
         }
     }
-    d.seconds = seconds_between(t0, t_last);
+    const Clock::time_point ready = connects.ready(key);
+    d.connect_us = static_cast<int64_t>(seconds_between(t0, ready) * 1e6);
+    d.seconds = seconds_between(ready, t_last);
     d.cpu_s = cpu_seconds() - cpu0;
     return d;
 }

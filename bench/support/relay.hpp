@@ -20,6 +20,7 @@ std::string with_options(const std::string &url, const std::string &options);
 struct DrainStats {
     int64_t steps = 0, claimed = 0, published = 0, failed = 0, held_back = 0, unconfirmed = 0;
     int64_t claim_us = 0, publish_us = 0, mark_us = 0, total_us = 0, first_step_us = 0, max_step_us = 0;
+    int64_t connect_us = 0; // the first step's, before both connections were ready: not in `seconds`
     double seconds = 0, cpu_s = 0;
     long peak_rss_kib = -1;
 
