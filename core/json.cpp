@@ -24,6 +24,10 @@ Ptr parse(std::string_view text) {
 }
 
 void require_object(std::string_view text, const char *field) {
+    const std::string syntax = syntax_error(text);
+    if (!syntax.empty()) {
+        fail(Errc::invalid_event, std::string(field) + " is not valid JSON: " + syntax);
+    }
     Ptr root = parse(text);
     if (!root) {
         fail(Errc::invalid_event, std::string(field) + " is not valid JSON");

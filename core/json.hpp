@@ -18,8 +18,14 @@ using Ptr = std::unique_ptr<cJSON, Deleter>;
 // Parses exactly `text` (trailing whitespace allowed); nullptr when it is not one JSON value.
 Ptr parse(std::string_view text);
 
-// Throws Error(invalid_event) naming `field` unless `text` is a single JSON object.
+// Throws Error(invalid_event) naming `field` unless `text` is a single JSON object, by RFC 8259's
+// grammar (as PostgreSQL's json type reads it; syntax_error()).
 void require_object(std::string_view text, const char *field);
+
+// Where `text` first breaks RFC 8259's grammar ("unexpected byte 0x01 at byte 0"); empty when it
+// is one JSON value with nothing but JSON whitespace (space, tab, LF, CR) around it. Stricter than
+// cJSON, as PostgreSQL's json type is (core/json_syntax.cpp).
+std::string syntax_error(std::string_view text);
 
 // Compact JSON text of a node (cJSON's printer), owned by the caller.
 std::string print(const cJSON *node);

@@ -3,6 +3,7 @@
 #include "config.hpp"
 #include "consumer.hpp"
 #include "error.hpp"
+#include "event.hpp"
 #include "pg.hpp"
 #include "redact.hpp"
 
@@ -100,4 +101,28 @@ TEST(ConfigNames, AmqpNamesArePrintableUtf8WithinLimits) {
     EXPECT_THROW(cfg.set("event.type_map", "PRD=Pro\nduct"), Error);
     EXPECT_THROW(Consumer(Config{}, "bad\x01name"), Error);
     EXPECT_THROW(Consumer(Config{}, "amq.reserved"), Error);
+}
+
+// fuzz_event, 2026-11-28: a previous_payload of "\x01\n{...}" was accepted (cJSON skips every byte
+// up to 0x20 as whitespace), its envelope body was not JSON a strict parser reads, and PostgreSQL's
+// json type would have failed the INSERT with a driver error instead of INVALID_EVENT.
+TEST(EventJson, ControlCharactersAroundOrInsideJsonAreInvalidEvents) {
+    for (const char *field : {"payload", "previous_payload", "metadata"}) {
+        for (const std::string &text :
+             {std::string("\x01\n{\n\"\":\"\"}"), std::string("{}\x0b"), std::string("{\"a\":\"\x1f\"}")}) {
+            Event ev;
+            ev.set("aggregate_type", "PRD");
+            ev.set("aggregate_id", "1");
+            ev.set("operation", "POST");
+            ev.set("payload", "{}");
+            ev.set(field, text);
+            try {
+                ev.prepare(Config{});
+                ADD_FAILURE() << field << " accepted " << text;
+            } catch (const Error &e) {
+                EXPECT_EQ(e.code(), Errc::invalid_event) << field;
+                EXPECT_EQ(std::string(e.what()).rfind(std::string(field) + " is not valid JSON: ", 0), 0U) << e.what();
+            }
+        }
+    }
 }

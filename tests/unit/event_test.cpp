@@ -83,6 +83,51 @@ TEST(Json, ObjectValidation) {
     EXPECT_EQ(s, "\"q\\\"b\\\\n\\n\\u0001\"");
 }
 
+// RFC 8259's grammar, as PostgreSQL's json type reads it: what cJSON alone lets through (bytes up to
+// 0x20 as whitespace, control characters raw in strings, 01, 1., 1.e5, \v and \f) is rejected,
+// with where.
+TEST(Json, SyntaxIsStrictAsPostgresqlJson) {
+    for (const char *ok : {"{}", " {}\n", "\t{\"a\" :\r\n 1}", R"({"a":-0.5e+10})", R"({"a":"\u00e9\/\b\f\n\r\t"})",
+                           R"({"a":"\ud800"})", R"({"a":[true,false,null,0,-0,1E3,2e-1,[],{}]})", R"("x")", "0"}) {
+        EXPECT_EQ(json::syntax_error(ok), "") << ok;
+    }
+    const std::pair<std::string, std::string> bad[] = {
+        {"\x01{}", "unexpected byte 0x01 at byte 0"},
+        {"{}\v", "text after the JSON value at byte 2"},
+        {"{}\f", "text after the JSON value at byte 2"},
+        {"{\"a\":\"x\ny\"}", "a control character (0x0a) not escaped in a string at byte 7"},
+        {"{\"a\":\"x\ty\"}", "a control character (0x09) not escaped in a string at byte 7"},
+        {R"({"a":01})", "a number with a leading zero at byte 6"},
+        {R"({"a":1.})", "a number missing its digits at byte 7"},
+        {R"({"a":1.e5})", "a number missing its digits at byte 7"},
+        {R"({"a":-})", "a number missing its digits at byte 6"},
+        {R"({"a":"\u12"})", "\\u not followed by 4 hex digits at byte 7"},
+        {R"({"a":"\x"})", "an unknown escape in a string at byte 7"},
+        {R"({"a":tru})", "unexpected 't' at byte 5"},
+        {R"({"a":NaN})", "unexpected 'N' at byte 5"},
+        {R"({"a":[1,]})", "unexpected ']' at byte 8"},
+        {R"({"a":1,})", "a member name expected at byte 7"},
+        {R"({"a" 1})", "':' expected after a member name at byte 5"},
+        {R"({"a":1 "b":2})", "',' or '}' expected at byte 7"},
+        {R"([1 2])", "',' or ']' expected at byte 3"},
+        {R"({"a":1}x)", "text after the JSON value at byte 7"},
+        {R"({"a":"x)", "a string not closed at byte 7"},
+        {"", "unexpected end of the text at byte 0"},
+        {"{", "a member name expected at byte 1"},
+        {std::string("{\"a\":\"\0\"}", 9), "a control character (0x00) not escaped in a string at byte 6"},
+    };
+    for (const auto &[text, error] : bad) {
+        EXPECT_EQ(json::syntax_error(text), error) << text;
+        EXPECT_EQ(code_of([&] { json::require_object(text, "payload"); }), Errc::invalid_event) << text;
+    }
+    try {
+        json::require_object("\x01{}", "previous_payload");
+        ADD_FAILURE() << "accepted";
+    } catch (const Error &e) {
+        EXPECT_STREQ(e.what(), "previous_payload is not valid JSON: unexpected byte 0x01 at byte 0");
+    }
+}
+
 TEST(EventNaming, DocumentsConvention) {
     Config cfg;
     cfg.set("event.type_map", "PRD=Product,ORD=Order");

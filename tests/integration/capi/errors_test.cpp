@@ -111,6 +111,12 @@ TEST_F(PgTest, BadInputGetsPreciseStatusAndTransactionStaysUsable) {
          OUTBOX_ERR_INVALID_EVENT, "payload is not valid JSON"},
         {"invalid JSON metadata", [](outbox_event *e) { return outbox_event_set(e, "metadata", "{'a':1}"); },
          OUTBOX_ERR_INVALID_EVENT, "metadata is not valid JSON"},
+        {"a control character before previous_payload's JSON",
+         [](outbox_event *e) { return outbox_event_set(e, "previous_payload", "\x01{}"); }, OUTBOX_ERR_INVALID_EVENT,
+         "previous_payload is not valid JSON: unexpected byte 0x01 at byte 0"},
+        {"a number with a leading zero in the payload",
+         [](outbox_event *e) { return outbox_event_set(e, "payload", "{\"a\":01}"); }, OUTBOX_ERR_INVALID_EVENT,
+         "payload is not valid JSON: a number with a leading zero at byte 6"},
         {"payload over the limit", [&](outbox_event *e) { return outbox_event_set(e, "payload", big.c_str()); },
          OUTBOX_ERR_TOO_LARGE, "over the limit"},
         {"duplicate idempotency key", [](outbox_event *e) { return outbox_event_set(e, "idempotency_key", "once"); },
@@ -152,6 +158,56 @@ TEST_F(PgTest, BadInputGetsPreciseStatusAndTransactionStaysUsable) {
     EXPECT_EQ(row[0][2], "o'neil \"the\" user");
     outbox_event_free(good);
     outbox_event_free(odd);
+}
+
+// The write accepts a JSON field exactly when PostgreSQL's json type does (cJSON alone let control
+// characters, leading zeros and "1." through, and the INSERT then failed with a driver error).
+TEST_F(PgTest, AJsonFieldIsAcceptedExactlyWhenPostgresqlAcceptsIt) {
+    const char *const texts[] = {"{}",
+                                 " {}\n",
+                                 "\t{\"a\" :\r\n 1}",
+                                 R"({"a":-0.5e+10,"b":[true,false,null,0,-0,1E3,2e-1]})",
+                                 R"({"a":"\u00e9\/\b\f\n\r\t","b":"\ud83d\ude00"})",
+                                 "\x01{}",
+                                 "{}\x0b",
+                                 "{}\x0c",
+                                 "{\"a\":\"x\ny\"}",
+                                 "{\"a\":\"x\ty\"}",
+                                 R"({"a":01})",
+                                 R"({"a":1.})",
+                                 R"({"a":1.e5})",
+                                 R"({"a":-})",
+                                 R"({"a":"\u12"})",
+                                 R"({"a":"\x"})",
+                                 R"({"a":tru})",
+                                 R"({"a":NaN})",
+                                 R"({"a":[1,]})",
+                                 R"({"a":1,})",
+                                 R"({"a":1}x)"};
+    for (const char *text : texts) {
+        outbox_event *ev = make_event("json");
+        const bool library = outbox_event_set(ev, "payload", text) == OUTBOX_OK && outbox_write(db, ev) == OUTBOX_OK;
+        const std::string error = outbox_last_error();
+        outbox_event_free(ev);
+        std::string literal;
+        for (const char *c = text; *c != '\0'; ++c) {
+            literal += *c == '\'' ? std::string("''") : std::string(1, *c);
+        }
+        const bool postgresql = outbox_db_exec(db, ("SELECT CAST('" + literal + "' AS json)").c_str()) == OUTBOX_OK;
+        EXPECT_EQ(library, postgresql) << "'" << text << "': the library " << (library ? "accepts" : "rejects")
+                                       << " it (" << error << "), PostgreSQL " << (postgresql ? "accepts" : "rejects")
+                                       << " it (" << outbox_last_error() << ")";
+        if (!library) {
+            EXPECT_NE(error.find("payload is not valid JSON"), std::string::npos) << error;
+        }
+    }
+    // One known difference: an escaped lone surrogate is not a character. PostgreSQL's json type
+    // keeps it as text (its jsonb rejects it); the library rejects it, as jsonb does.
+    outbox_event *ev = make_event("json");
+    ASSERT_EQ(outbox_event_set(ev, "payload", R"({"b":"\ud800"})"), OUTBOX_OK);
+    EXPECT_EQ(outbox_write(db, ev), OUTBOX_ERR_INVALID_EVENT);
+    outbox_event_free(ev);
+    EXPECT_NE(outbox_db_exec(db, R"(SELECT CAST('{"b":"\ud800"}' AS jsonb))"), OUTBOX_OK);
 }
 
 TEST_F(PgTest, DuplicateIdempotencyKeyOutsideTransaction) {

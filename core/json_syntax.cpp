@@ -1,0 +1,277 @@
+// RFC 8259's grammar, checked before cJSON parses a JSON field of an event. cJSON is lenient where
+// PostgreSQL's json type is not: it skips any byte up to 0x20 as whitespace, takes control
+// characters unescaped inside strings and numbers such as 01, 1. and 1.e5. Text it accepts and
+// PostgreSQL rejects would fail the write's INSERT with a driver error instead of INVALID_EVENT, and
+// a consumer's strict parser could not read a body built from it. No library at hand checks
+// strictly and says where (cJSON is the project's JSON library), hence this scanner.
+#include "json.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace outbox::json {
+namespace {
+
+bool is_ws(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
+
+bool is_hex(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// One pass over the text; the first error stops it, with the byte offset where it was found.
+class Scanner {
+  public:
+    explicit Scanner(std::string_view t) : t_(t) {}
+
+    std::string run();
+
+  private:
+    enum class Next { value, member, after_value };
+
+    std::string_view t_;
+    size_t i_ = 0;
+    std::vector<char> open_; // the brackets not yet closed, '{' or '['
+    std::string error_;
+
+    [[nodiscard]] bool at_end() const { return i_ >= t_.size(); }
+    void skip_ws() {
+        while (!at_end() && is_ws(t_[i_])) {
+            ++i_;
+        }
+    }
+    bool fail(const std::string &what);
+    bool unexpected();
+    bool string();
+    bool escape();
+    bool number();
+    bool digits();
+    bool literal();
+    Next value();
+    Next member();
+    Next after_value(bool &done);
+};
+
+bool Scanner::fail(const std::string &what) {
+    if (error_.empty()) {
+        error_ = what + " at byte " + std::to_string(i_);
+    }
+    return false;
+}
+
+bool Scanner::unexpected() {
+    if (at_end()) {
+        return fail("unexpected end of the text");
+    }
+    const auto c = static_cast<unsigned char>(t_[i_]);
+    if (c < 0x20 || c >= 0x7F) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", c);
+        return fail(std::string("unexpected byte ") + hex);
+    }
+    return fail(std::string("unexpected '") + static_cast<char>(c) + "'");
+}
+
+// A string literal at t_[i_] == '"': escapes as RFC 8259 lists them, no control character raw.
+bool Scanner::string() {
+    ++i_;
+    while (!at_end()) {
+        const auto c = static_cast<unsigned char>(t_[i_]);
+        if (c == '"') {
+            ++i_;
+            return true;
+        }
+        if (c == '\\') {
+            if (!escape()) {
+                return false;
+            }
+            continue;
+        }
+        if (c < 0x20) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%02x", c);
+            return fail(std::string("a control character (") + hex + ") not escaped in a string");
+        }
+        ++i_;
+    }
+    return fail("a string not closed");
+}
+
+bool Scanner::escape() {
+    ++i_;
+    if (at_end()) {
+        return fail("a string not closed");
+    }
+    const char e = t_[i_];
+    if (e == 'u') {
+        for (size_t k = 1; k <= 4; ++k) {
+            if (i_ + k >= t_.size() || !is_hex(t_[i_ + k])) {
+                return fail("\\u not followed by 4 hex digits");
+            }
+        }
+        i_ += 5;
+        return true;
+    }
+    if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+        ++i_;
+        return true;
+    }
+    return fail("an unknown escape in a string");
+}
+
+bool Scanner::digits() {
+    if (at_end() || !is_digit(t_[i_])) {
+        return fail("a number missing its digits");
+    }
+    while (!at_end() && is_digit(t_[i_])) {
+        ++i_;
+    }
+    return true;
+}
+
+// -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+bool Scanner::number() {
+    if (t_[i_] == '-') {
+        ++i_;
+    }
+    if (!at_end() && t_[i_] == '0') {
+        ++i_;
+        if (!at_end() && is_digit(t_[i_])) {
+            return fail("a number with a leading zero");
+        }
+    } else if (!digits()) {
+        return false;
+    }
+    if (!at_end() && t_[i_] == '.') {
+        ++i_;
+        if (!digits()) {
+            return false;
+        }
+    }
+    if (!at_end() && (t_[i_] == 'e' || t_[i_] == 'E')) {
+        ++i_;
+        if (!at_end() && (t_[i_] == '+' || t_[i_] == '-')) {
+            ++i_;
+        }
+        if (!digits()) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Scanner::literal() {
+    for (const std::string_view word : {"true", "false", "null"}) {
+        if (t_.substr(i_, word.size()) == word) {
+            i_ += word.size();
+            return true;
+        }
+    }
+    return unexpected();
+}
+
+// A value at i_: a scalar is read whole; a bracket is opened (its first member or element next).
+Scanner::Next Scanner::value() {
+    skip_ws();
+    if (at_end()) {
+        unexpected();
+        return Next::value;
+    }
+    const char c = t_[i_];
+    if (c == '{' || c == '[') {
+        open_.push_back(c);
+        ++i_;
+        skip_ws();
+        const char close = c == '{' ? '}' : ']';
+        if (!at_end() && t_[i_] == close) {
+            ++i_;
+            open_.pop_back();
+            return Next::after_value;
+        }
+        return c == '{' ? Next::member : Next::value;
+    }
+    if (c == '"') {
+        string();
+    } else if (c == '-' || is_digit(c)) {
+        number();
+    } else {
+        literal();
+    }
+    return Next::after_value;
+}
+
+// A member's name and colon; its value next.
+Scanner::Next Scanner::member() {
+    skip_ws();
+    if (at_end() || t_[i_] != '"') {
+        fail("a member name expected");
+        return Next::value;
+    }
+    if (!string()) {
+        return Next::value;
+    }
+    skip_ws();
+    if (at_end() || t_[i_] != ':') {
+        fail("':' expected after a member name");
+        return Next::value;
+    }
+    ++i_;
+    return Next::value;
+}
+
+// After a value: the end of the text, a comma, or the innermost bracket's close.
+Scanner::Next Scanner::after_value(bool &done) {
+    skip_ws();
+    if (open_.empty()) {
+        if (!at_end()) {
+            fail("text after the JSON value");
+        }
+        done = true;
+        return Next::after_value;
+    }
+    const char open = open_.back();
+    if (!at_end() && t_[i_] == ',') {
+        ++i_;
+        return open == '{' ? Next::member : Next::value;
+    }
+    if (!at_end() && t_[i_] == (open == '{' ? '}' : ']')) {
+        ++i_;
+        open_.pop_back();
+        return Next::after_value;
+    }
+    fail(open == '{' ? "',' or '}' expected" : "',' or ']' expected");
+    return Next::after_value;
+}
+
+std::string Scanner::run() {
+    Next next = Next::value;
+    bool done = false;
+    while (!done && error_.empty()) {
+        switch (next) {
+        case Next::value:
+            next = value();
+            break;
+        case Next::member:
+            next = member();
+            break;
+        case Next::after_value:
+            next = after_value(done);
+            break;
+        }
+    }
+    return error_;
+}
+
+} // namespace
+
+std::string syntax_error(std::string_view text) {
+    return Scanner(text).run();
+}
+
+} // namespace outbox::json
