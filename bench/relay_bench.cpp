@@ -186,6 +186,10 @@ int run_bench(const Options &o) {
     pg.exec("SET client_min_messages = warning");
     Env env;
     env.pg_version = pg.query("SHOW server_version")->get(0, 0);
+    {
+        auto ssl = pg.query("SELECT ssl, COALESCE(version, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+        env.pg_transport = ssl->rows() > 0 && ssl->get(0, 0) == "t" ? "TLS (" + ssl->get(0, 1) + ")" : "plain";
+    }
     Amqp admin(run.amqp_url, 0);
     const Cleanup cleanup{run, pg, admin, o.keep};
     set_up(run, o, admin);

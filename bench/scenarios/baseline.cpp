@@ -127,6 +127,7 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
 
     const double cpu0 = cpu_seconds();
     const CpuTimes machine0 = cpu_times();
+    const ServerCpu servers0 = server_cpu();
     const auto t0 = Clock::now();
     while (confirms.confirmed < total) {
         while (published < total && published - confirms.confirmed < window) {
@@ -175,8 +176,13 @@ Row publish_baseline(Run &run, const Options &o, const Generator &g) {
     const double secs = seconds_between(t0, Clock::now());
 
     Row r;
-    r.steal = steal_share(machine0, cpu_times());
+    const CpuTimes machine1 = cpu_times();
+    r.steal = steal_share(machine0, machine1);
+    r.idle = idle_share(machine0, machine1);
     r.client_cpu_s = cpu_seconds() - cpu0;
+    const ServerCpu servers1 = server_cpu();
+    r.broker_cpu_s = servers1.broker_s - servers0.broker_s;
+    r.pg_cpu_s = servers1.pg_s - servers0.pg_s;
     r.key = "B";
     r.what = "plain librabbitmq-c publisher (confirms, window " + std::to_string(o.window) + ")";
     r.events = g.count;

@@ -108,13 +108,19 @@ Row run_relay(Run &run, const Options &o, const Generator &g, Pg &pg, int batch,
     progress(key + ": relay draining a backlog of " + std::to_string(g.count) + " events (batch " +
              std::to_string(batch) + ", window " + std::to_string(window) + ")");
     const CpuTimes machine0 = cpu_times();
+    const ServerCpu servers0 = server_cpu();
     const DrainStats d = drain_in_child(run, batch, window, pg_options, g.count, key, o.steps_csv);
-    const double steal = steal_share(machine0, cpu_times());
+    const CpuTimes machine1 = cpu_times();
+    const ServerCpu servers1 = server_cpu();
+    const double steal = steal_share(machine0, machine1);
 
     Row r;
     r.client_cpu_s = d.cpu_s;
     r.peak_rss_kib = d.peak_rss_kib;
     r.steal = steal;
+    r.idle = idle_share(machine0, machine1);
+    r.broker_cpu_s = servers1.broker_s - servers0.broker_s;
+    r.pg_cpu_s = servers1.pg_s - servers0.pg_s;
     r.key = key;
     r.what = "outbox relay draining a backlog (batch " + std::to_string(batch) + ", window " + std::to_string(window) +
              ", " + std::to_string(g.count / std::max(1L, g.aggregates)) + " event(s)/aggregate)";

@@ -43,6 +43,19 @@ Json params_json(const Run &run, const Options &o) {
     return p;
 }
 
+// A row's CPU per event, "client, RabbitMQ, PostgreSQL" in microseconds (the servers' when measured).
+std::string cpu_per_event(const Row &r) {
+    if (r.events <= 0 || r.client_cpu_s < 0) {
+        return "";
+    }
+    const double n = static_cast<double>(r.events);
+    std::string s = fixed(r.client_cpu_s * 1e6 / n, 1);
+    if (r.broker_cpu_s >= 0) {
+        s += ", " + fixed(r.broker_cpu_s * 1e6 / n, 1) + ", " + fixed(r.pg_cpu_s * 1e6 / n, 1);
+    }
+    return s;
+}
+
 Json row_json(const Row &r) {
     Json j = Json::object();
     j.str("key", r.key).str("what", r.what).integer("events", r.events).num("seconds", r.seconds, 4);
@@ -61,6 +74,9 @@ Json row_json(const Row &r) {
     }
     if (r.steal >= 0) {
         j.num("cpu_steal", r.steal, 3);
+    }
+    if (r.broker_cpu_s >= 0) {
+        j.num("broker_cpu_s", r.broker_cpu_s, 3).num("pg_cpu_s", r.pg_cpu_s, 3).num("cpu_idle", r.idle, 3);
     }
     return j.merge(r.extra);
 }
@@ -138,14 +154,28 @@ void print_table(const Run &run, const Options &o, const Env &env) {
                     "relay_bench for B, its subscriber thread included): %s\n",
                     cpu.c_str());
     }
+    std::string servers;
+    for (const auto &r : run.rows) {
+        if (r.broker_cpu_s >= 0 && r.events > 0) {
+            const double n = static_cast<double>(r.events);
+            servers += (servers.empty() ? "" : "; ") + r.key + " RabbitMQ " + fixed(r.broker_cpu_s * 1e6 / n, 1) +
+                       ", PostgreSQL " + fixed(r.pg_cpu_s * 1e6 / n, 1) + " us/event, machine idle " +
+                       fixed(100.0 * r.idle, 0) + "%";
+        }
+    }
+    if (!servers.empty()) {
+        std::printf("- servers' CPU (user+sys of every beam.smp and postgres process on the machine, ended backends "
+                    "included; for a relay's drain over the drain child's whole life, its connects too): %s\n",
+                    servers.c_str());
+    }
     for (const auto &n : run.notes) {
         std::printf("- %s\n", n.c_str());
     }
     utsname u{};
     uname(&u);
-    std::printf("- liboutbox %s, PostgreSQL %s, librabbitmq %s, %s %s, %u CPUs, run took %.0f s\n", outbox_version(),
-                env.pg_version.c_str(), amqp_version(), u.sysname, u.release, std::thread::hardware_concurrency(),
-                env.wall);
+    std::printf("- liboutbox %s, PostgreSQL %s (connections: %s), librabbitmq %s, %s %s, %u CPUs, run took %.0f s\n",
+                outbox_version(), env.pg_version.c_str(), env.pg_transport.c_str(), amqp_version(), u.sysname,
+                u.release, std::thread::hardware_concurrency(), env.wall);
     if (!run.failures.empty()) {
         std::printf("- **%zu check(s) FAILED** (see stderr): the figures are not to be trusted\n", run.failures.size());
     }
@@ -162,9 +192,10 @@ void write_md(const Run &run, const Options &o, const Env &env) {
     m << "Measured the code of commit " << source_rev() << ".\n\n";
     m << "Written by `bench/run` (bench/relay_bench). Every ratio is against a baseline measured in the same run, "
          "on the same servers. liboutbox "
-      << outbox_version() << ", PostgreSQL " << env.pg_version << ", librabbitmq " << amqp_version() << ", "
-      << un.sysname << " " << un.release << ", " << std::thread::hardware_concurrency() << " CPUs; the run took "
-      << fixed(env.wall, 0) << " s. The bench queue is a durable " << o.queue_type << " queue; "
+      << outbox_version() << ", PostgreSQL " << env.pg_version << " (connections: " << env.pg_transport
+      << "), librabbitmq " << amqp_version() << ", " << un.sysname << " " << un.release << ", "
+      << std::thread::hardware_concurrency() << " CPUs; the run took " << fixed(env.wall, 0)
+      << " s. The bench queue is a durable " << o.queue_type << " queue; "
       << std::count(run.amqp_url.begin(), run.amqp_url.end(), ',') + 1
       << " RabbitMQ address(es) given (the baseline publishes through the first, where the relay connects "
          "first).\n\n";
@@ -180,13 +211,15 @@ void write_md(const Run &run, const Options &o, const Env &env) {
     }
     targets_md(m, run, o);
     m << "\n## Every measurement\n\n";
-    m << "| key | what | events | seconds | events/s | ratio | relay peak RSS | CPU stolen |\n";
-    m << "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |\n";
+    m << "| key | what | events | seconds | events/s | ratio | relay peak RSS | CPU stolen | CPU us/event: client, "
+         "RabbitMQ, PostgreSQL | machine idle |\n";
+    m << "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n";
     for (const auto &r : run.rows) {
         m << "| " << r.key << " | " << r.what << " | " << r.events << " | " << fixed(r.seconds, 2) << " | "
           << fixed(r.rate(), 0) << " | " << r.ratio << " | "
           << (r.peak_rss_kib >= 0 ? fixed(static_cast<double>(r.peak_rss_kib) / 1024.0, 1) + " MiB" : "") << " | "
-          << (r.steal >= 0 ? fixed(100.0 * r.steal, 0) + "%" : "") << " |\n";
+          << (r.steal >= 0 ? fixed(100.0 * r.steal, 0) + "%" : "") << " | " << cpu_per_event(r) << " | "
+          << (r.idle >= 0 ? fixed(100.0 * r.idle, 0) + "%" : "") << " |\n";
     }
     m << "\n## Notes\n\n";
     std::string ph;
@@ -225,6 +258,7 @@ void write_json(const Run &run, const Options &o, const Env &env) {
     j.set("env", Json::object()
                      .str("liboutbox", outbox_version())
                      .str("postgresql", env.pg_version)
+                     .str("postgresql_transport", env.pg_transport)
                      .str("librabbitmq", amqp_version())
                      .str("kernel", un.release)
                      .integer("cpus", std::thread::hardware_concurrency()));

@@ -12,6 +12,10 @@ namespace bench {
 // What the report says about where it ran.
 struct Env {
     std::string pg_version;
+    // The bench's PostgreSQL connection as libpq made it from the URL: "TLS (TLSv1.3)" or "plain".
+    // The relay's connections use the same URL, so they are the same (sslmode=prefer, libpq's
+    // default, takes TLS whenever the server offers it, as scripts/services.sh's does).
+    std::string pg_transport;
     double wall = 0; // seconds the run took
 };
 

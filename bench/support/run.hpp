@@ -27,6 +27,9 @@ struct Row {
     double client_cpu_s = -1; // CPU time of the bench process during the timed part
     long peak_rss_kib = -1;   // peak RSS of the relay process(es) of this row, when measured
     double steal = -1;        // share of the machine's CPU the hypervisor took meanwhile (0..1), when measured
+    // What the servers spent meanwhile (server_cpu(), seconds) and the share of the machine's CPU
+    // left idle, when measured (B and the relay's drains): where a CPU-bound machine's time went.
+    double broker_cpu_s = -1, pg_cpu_s = -1, idle = -1;
     [[nodiscard]] double rate() const { return seconds > 0 ? static_cast<double>(events) / seconds : 0; }
 };
 

@@ -1,11 +1,16 @@
 #include "util.hpp"
 
+#include <dirent.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 
 namespace bench {
@@ -75,6 +80,7 @@ CpuTimes cpu_times() {
             t.total += x;
         }
         t.steal = v[7];
+        t.idle = v[3] + v[4];
     }
     std::fclose(f);
     return t;
@@ -85,6 +91,85 @@ double steal_share(const CpuTimes &a, const CpuTimes &b) {
         return -1;
     }
     return static_cast<double>(b.steal - a.steal) / static_cast<double>(b.total - a.total);
+}
+
+double idle_share(const CpuTimes &a, const CpuTimes &b) {
+    if (b.total <= a.total) {
+        return -1;
+    }
+    return static_cast<double>(b.idle - a.idle) / static_cast<double>(b.total - a.total);
+}
+
+namespace {
+// One /proc/<pid>/stat: its command name, parent and CPU times in clock ticks; false when the
+// process is gone or the file is not as expected.
+struct ProcStat {
+    std::string comm;
+    long ppid = 0;
+    unsigned long long utime = 0, stime = 0, cutime = 0, cstime = 0;
+};
+bool read_proc_stat(const std::string &pid, ProcStat &ps) {
+    std::ifstream f("/proc/" + pid + "/stat");
+    std::string line;
+    if (!std::getline(f, line)) {
+        return false;
+    }
+    // comm is in parentheses and may hold spaces or ')': the last ')' ends it.
+    const size_t open = line.find('(');
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open) {
+        return false;
+    }
+    ps.comm = line.substr(open + 1, close - open - 1);
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    long skip = 0;
+    rest >> state >> ps.ppid;
+    for (int i = 0; i < 9; ++i) { // pgrp .. cmajflt
+        rest >> skip;
+    }
+    long long cut = 0, cst = 0;
+    rest >> ps.utime >> ps.stime >> cut >> cst;
+    ps.cutime = static_cast<unsigned long long>(std::max(0LL, cut));
+    ps.cstime = static_cast<unsigned long long>(std::max(0LL, cst));
+    return static_cast<bool>(rest);
+}
+} // namespace
+
+ServerCpu server_cpu() {
+    ServerCpu s;
+    DIR *d = opendir("/proc");
+    if (d == nullptr) {
+        return s;
+    }
+    std::map<long, ProcStat> postgres;
+    unsigned long long beam = 0;
+    while (const dirent *e = readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
+            continue;
+        }
+        ProcStat ps;
+        if (!read_proc_stat(e->d_name, ps)) {
+            continue;
+        }
+        if (ps.comm == "beam.smp") {
+            beam += ps.utime + ps.stime;
+        } else if (ps.comm == "postgres") {
+            postgres.emplace(std::strtol(e->d_name, nullptr, 10), ps);
+        }
+    }
+    closedir(d);
+    unsigned long long pg = 0;
+    for (const auto &[pid, ps] : postgres) {
+        pg += ps.utime + ps.stime;
+        if (postgres.count(ps.ppid) == 0) { // a postmaster: its backends, once reaped
+            pg += ps.cutime + ps.cstime;
+        }
+    }
+    const auto hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    s.broker_s = static_cast<double>(beam) / hz;
+    s.pg_s = static_cast<double>(pg) / hz;
+    return s;
 }
 
 std::string fixed(double v, int decimals) {

@@ -37,9 +37,21 @@ double cpu_seconds();
 // The machine's CPU time from /proc/stat's first line: all of it and what the hypervisor took for
 // other guests (steal). A shared virtual machine loses a varying share; a figure is read with it.
 struct CpuTimes {
-    unsigned long long total = 0, steal = 0;
+    unsigned long long total = 0, steal = 0, idle = 0; // idle: idle + iowait
 };
 CpuTimes cpu_times();
+// The share of the machine's CPU left idle between two readings (0..1), or -1.
+double idle_share(const CpuTimes &a, const CpuTimes &b);
+
+// CPU time (user + system, seconds) of the servers on this machine, from /proc: every beam.smp
+// process (RabbitMQ, all of its threads) and every postgres process, plus what each postmaster's
+// reaped backends used (cutime + cstime), so that a backend that ended meanwhile still counts.
+// Differences of two readings give what the servers spent on a measurement; every node of the
+// local clusters counts (bench/run --cluster), and so would another checkout's servers.
+struct ServerCpu {
+    double broker_s = 0, pg_s = 0;
+};
+ServerCpu server_cpu();
 // The share of the CPU stolen between two readings (0..1), or -1 when /proc/stat is not there.
 double steal_share(const CpuTimes &a, const CpuTimes &b);
 
