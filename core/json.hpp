@@ -18,14 +18,20 @@ using Ptr = std::unique_ptr<cJSON, Deleter>;
 // Parses exactly `text` (trailing whitespace allowed); nullptr when it is not one JSON value.
 Ptr parse(std::string_view text);
 
-// Throws Error(invalid_event) naming `field` unless `text` is a single JSON object, by RFC 8259's
-// grammar (as PostgreSQL's json type reads it; syntax_error()).
+// Throws Error(invalid_event) naming `field` unless `text` is a single JSON object that the
+// envelope can carry (envelope_field_error()).
 void require_object(std::string_view text, const char *field);
 
 // Where `text` first breaks RFC 8259's grammar ("unexpected byte 0x01 at byte 0"); empty when it
 // is one JSON value with nothing but JSON whitespace (space, tab, LF, CR) around it. Stricter than
 // cJSON, as PostgreSQL's json type is (core/json_syntax.cpp).
 std::string syntax_error(std::string_view text);
+
+// syntax_error(), and what a reader of the envelope needs beyond the grammar: every \u escape a
+// character (surrogates paired: cJSON, jsonb and the consumers refuse a lone one, though
+// PostgreSQL's json type keeps it) and at most CJSON_NESTING_LIMIT - 1 levels of brackets (the
+// envelope adds one; cJSON refuses more). Empty when the text passes.
+std::string envelope_field_error(std::string_view text);
 
 // Compact JSON text of a node (cJSON's printer), owned by the caller.
 std::string print(const cJSON *node);

@@ -8,6 +8,7 @@
 #include "json.hpp"
 
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,10 @@ bool is_hex(char c) {
 // One pass over the text; the first error stops it, with the byte offset where it was found.
 class Scanner {
   public:
-    explicit Scanner(std::string_view t) : t_(t) {}
+    // max_depth: the most brackets open at once; readable_escapes: every \u escape a character (a
+    // surrogate only as the first of a pair), as cJSON and PostgreSQL's jsonb decode them.
+    Scanner(std::string_view t, size_t max_depth, bool readable_escapes)
+        : t_(t), max_depth_(max_depth), readable_escapes_(readable_escapes) {}
 
     std::string run();
 
@@ -37,6 +41,8 @@ class Scanner {
     enum class Next { value, member, after_value };
 
     std::string_view t_;
+    size_t max_depth_;
+    bool readable_escapes_;
     size_t i_ = 0;
     std::vector<char> open_; // the brackets not yet closed, '{' or '['
     std::string error_;
@@ -51,6 +57,7 @@ class Scanner {
     bool unexpected();
     bool string();
     bool escape();
+    bool unicode_escape();
     bool number();
     bool digits();
     bool literal();
@@ -111,19 +118,48 @@ bool Scanner::escape() {
     }
     const char e = t_[i_];
     if (e == 'u') {
-        for (size_t k = 1; k <= 4; ++k) {
-            if (i_ + k >= t_.size() || !is_hex(t_[i_ + k])) {
-                return fail("\\u not followed by 4 hex digits");
-            }
-        }
-        i_ += 5;
-        return true;
+        return unicode_escape();
     }
     if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
         ++i_;
         return true;
     }
     return fail("an unknown escape in a string");
+}
+
+// \uXXXX at t_[i_] == 'u'. With readable_escapes_, a high surrogate (D800-DBFF) must be followed
+// by a \u low one (DC00-DFFF), read with it, and a low one alone is refused: such text is valid
+// JSON and PostgreSQL's json type keeps it, but no reader can decode it into a character.
+bool Scanner::unicode_escape() {
+    const auto code_at = [this](size_t at, unsigned &code) {
+        code = 0;
+        for (size_t k = 0; k < 4; ++k) {
+            if (at + k >= t_.size() || !is_hex(t_[at + k])) {
+                return false;
+            }
+            const char h = t_[at + k];
+            code = code * 16 + static_cast<unsigned>(is_digit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
+        }
+        return true;
+    };
+    unsigned code = 0;
+    if (!code_at(i_ + 1, code)) {
+        return fail("\\u not followed by 4 hex digits");
+    }
+    if (readable_escapes_ && code >= 0xDC00 && code <= 0xDFFF) {
+        return fail("a low surrogate escape (\\u" + std::string(t_.substr(i_ + 1, 4)) +
+                    ") without a high one before it");
+    }
+    if (readable_escapes_ && code >= 0xD800 && code <= 0xDBFF) {
+        unsigned low = 0;
+        if (t_.substr(i_ + 5, 2) != "\\u" || !code_at(i_ + 7, low) || low < 0xDC00 || low > 0xDFFF) {
+            return fail("a high surrogate escape (\\u" + std::string(t_.substr(i_ + 1, 4)) +
+                        ") not followed by a low one");
+        }
+        i_ += 6;
+    }
+    i_ += 5;
+    return true;
 }
 
 bool Scanner::digits() {
@@ -186,6 +222,10 @@ Scanner::Next Scanner::value() {
     }
     const char c = t_[i_];
     if (c == '{' || c == '[') {
+        if (open_.size() >= max_depth_) {
+            fail("nested deeper than " + std::to_string(max_depth_) + " levels");
+            return Next::value;
+        }
         open_.push_back(c);
         ++i_;
         skip_ws();
@@ -272,7 +312,13 @@ std::string Scanner::run() {
 } // namespace
 
 std::string syntax_error(std::string_view text) {
-    return Scanner(text).run();
+    return Scanner(text, std::numeric_limits<size_t>::max(), false).run();
+}
+
+std::string envelope_field_error(std::string_view text) {
+    // The envelope holds the field one level down, and its readers (cJSON in the consumer loop)
+    // refuse more than CJSON_NESTING_LIMIT levels.
+    return Scanner(text, CJSON_NESTING_LIMIT - 1, true).run();
 }
 
 } // namespace outbox::json

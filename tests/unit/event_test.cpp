@@ -128,6 +128,58 @@ TEST(Json, SyntaxIsStrictAsPostgresqlJson) {
     }
 }
 
+// What an envelope's reader needs beyond the grammar (require_object checks it without building a
+// cJSON tree since 2026-11-28, and must refuse what cJSON refused): every \u escape a character,
+// and nesting the envelope's one extra level keeps within cJSON's limit.
+TEST(Json, EnvelopeFieldsAreTextTheConsumersCanRead) {
+    for (const char *ok :
+         {R"({"a":"\ud83d\ude00"})", R"({"a":"\uDBFF\uDFFF x"})", R"({"a":"\u0000"})", R"({"\ud800\udc00":1})"}) {
+        EXPECT_EQ(json::envelope_field_error(ok), "") << ok;
+        EXPECT_NO_THROW(json::require_object(ok, "payload")) << ok;
+    }
+    const std::pair<std::string, std::string> bad[] = {
+        {R"({"a":"\ud800"})", "a high surrogate escape (\\ud800) not followed by a low one at byte 7"},
+        {R"({"a":"\ud800\u0041"})", "a high surrogate escape (\\ud800) not followed by a low one at byte 7"},
+        {R"({"a":"\ud800\ud800"})", "a high surrogate escape (\\ud800) not followed by a low one at byte 7"},
+        {R"({"a":"\ud800\n"})", "a high surrogate escape (\\ud800) not followed by a low one at byte 7"},
+        {R"({"a":"\udc00x"})", "a low surrogate escape (\\udc00) without a high one before it at byte 7"},
+        {R"({"\uDFFF":1})", "a low surrogate escape (\\uDFFF) without a high one before it at byte 3"},
+    };
+    for (const auto &[text, error] : bad) {
+        EXPECT_EQ(json::syntax_error(text), "") << text; // valid JSON: PostgreSQL's json type keeps it
+        EXPECT_EQ(json::envelope_field_error(text), error) << text;
+        try {
+            json::require_object(text, "metadata");
+            ADD_FAILURE() << "accepted " << text;
+        } catch (const Error &e) {
+            EXPECT_EQ(e.code(), Errc::invalid_event);
+            EXPECT_EQ(std::string(e.what()), "metadata is not valid JSON: " + error);
+        }
+    }
+    // Nesting: the deepest field the envelope can carry is read back by cJSON inside an object.
+    const auto nested = [](size_t depth) {
+        return "{\"a\":" + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+    };
+    const std::string deepest = nested(CJSON_NESTING_LIMIT - 1);
+    EXPECT_EQ(json::envelope_field_error(deepest), "");
+    EXPECT_NE(json::parse("{\"PAYLOAD\":" + deepest + "}"), nullptr);
+    const std::string deeper = nested(CJSON_NESTING_LIMIT);
+    EXPECT_EQ(json::parse("{\"PAYLOAD\":" + deeper + "}"), nullptr);
+    EXPECT_EQ(json::envelope_field_error(deeper), "nested deeper than " + std::to_string(CJSON_NESTING_LIMIT - 1) +
+                                                      " levels at byte " + std::to_string(5 + CJSON_NESTING_LIMIT - 2));
+    EXPECT_EQ(code_of([&] { json::require_object(deeper, "payload"); }), Errc::invalid_event);
+    EXPECT_EQ(json::syntax_error(deeper), "");
+    // Not an object: a valid value of another kind.
+    for (const char *other : {"[]", " \"x\"", "0", "null"}) {
+        try {
+            json::require_object(other, "payload");
+            ADD_FAILURE() << "accepted " << other;
+        } catch (const Error &e) {
+            EXPECT_STREQ(e.what(), "payload must be a JSON object") << other;
+        }
+    }
+}
+
 TEST(EventNaming, DocumentsConvention) {
     Config cfg;
     cfg.set("event.type_map", "PRD=Product,ORD=Order");
