@@ -1,10 +1,12 @@
-// RFC 8259's grammar, checked before cJSON parses a JSON field of an event. cJSON is lenient where
-// PostgreSQL's json type is not: it skips any byte up to 0x20 as whitespace, takes control
-// characters unescaped inside strings and numbers such as 01, 1. and 1.e5. Text it accepts and
-// PostgreSQL rejects would fail the write's INSERT with a driver error instead of INVALID_EVENT, and
-// a consumer's strict parser could not read a body built from it. cJSON is the project's JSON
-// library (fixed by the brief) and has no strict mode; a second JSON library for a check this size
-// seemed not worth its weight, so this scanner does it, and says where the text breaks.
+// RFC 8259's grammar, as PostgreSQL's json type reads it, and what the envelope's readers need
+// beyond it: the only check of an event's JSON fields on the write path (no cJSON tree is built).
+// cJSON is lenient where PostgreSQL's json type is not: it skips any byte up to 0x20 as whitespace,
+// takes control characters unescaped inside strings and numbers such as 01, 1. and 1.e5. Text it
+// accepts and PostgreSQL rejects would fail the write's INSERT with a driver error instead of
+// INVALID_EVENT, and a consumer's strict parser could not read a body built from it. cJSON is the
+// project's JSON library (fixed by the brief) and has no strict mode; a second JSON library for a
+// check this size seemed not worth its weight, so this scanner does it, and says where the text
+// breaks.
 #include "json.hpp"
 
 #include <cstdio>

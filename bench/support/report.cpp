@@ -43,15 +43,19 @@ Json params_json(const Run &run, const Options &o) {
     return p;
 }
 
+// CPU seconds over a row's events, in microseconds an event ("12.3").
+std::string us_per_event(const Row &r, double cpu_s) {
+    return fixed(cpu_s * 1e6 / static_cast<double>(r.events), 1);
+}
+
 // A row's CPU per event, "client, RabbitMQ, PostgreSQL" in microseconds (the servers' when measured).
 std::string cpu_per_event(const Row &r) {
     if (r.events <= 0 || r.client_cpu_s < 0) {
         return "";
     }
-    const double n = static_cast<double>(r.events);
-    std::string s = fixed(r.client_cpu_s * 1e6 / n, 1);
+    std::string s = us_per_event(r, r.client_cpu_s);
     if (r.broker_cpu_s >= 0) {
-        s += ", " + fixed(r.broker_cpu_s * 1e6 / n, 1) + ", " + fixed(r.pg_cpu_s * 1e6 / n, 1);
+        s += ", " + us_per_event(r, r.broker_cpu_s) + ", " + us_per_event(r, r.pg_cpu_s);
     }
     return s;
 }
@@ -145,8 +149,7 @@ void print_table(const Run &run, const Options &o, const Env &env) {
     std::string cpu;
     for (const auto &r : run.rows) {
         if (r.client_cpu_s >= 0 && r.events > 0) {
-            cpu += (cpu.empty() ? "" : ", ") + r.key + " " +
-                   fixed(r.client_cpu_s * 1e6 / static_cast<double>(r.events), 1) + " us/event";
+            cpu += (cpu.empty() ? "" : ", ") + r.key + " " + us_per_event(r, r.client_cpu_s) + " us/event";
         }
     }
     if (!cpu.empty()) {
@@ -157,9 +160,8 @@ void print_table(const Run &run, const Options &o, const Env &env) {
     std::string servers;
     for (const auto &r : run.rows) {
         if (r.broker_cpu_s >= 0 && r.events > 0) {
-            const double n = static_cast<double>(r.events);
-            servers += (servers.empty() ? "" : "; ") + r.key + " RabbitMQ " + fixed(r.broker_cpu_s * 1e6 / n, 1) +
-                       ", PostgreSQL " + fixed(r.pg_cpu_s * 1e6 / n, 1) + " us/event, machine idle " +
+            servers += (servers.empty() ? "" : "; ") + r.key + " RabbitMQ " + us_per_event(r, r.broker_cpu_s) +
+                       ", PostgreSQL " + us_per_event(r, r.pg_cpu_s) + " us/event, machine idle " +
                        fixed(100.0 * r.idle, 0) + "%";
         }
     }
