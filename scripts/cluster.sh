@@ -209,13 +209,15 @@ cmd_env() {
 }
 
 cmd_status() {
-    local n s rc=0
+    local n s rc=0 up=()
     for n in 1 2 3; do
         printf 'rabbitmq node %s (port %s): ' "$n" "$(amqp_port "$n")"
-        if outbox_amqp_handshake "$host" "$(amqp_port "$n")"; then echo up; else echo down; rc=3; fi
+        if outbox_amqp_handshake "$host" "$(amqp_port "$n")"; then echo up; up+=("$n"); else echo down; rc=3; fi
     done
     local running=""
-    for n in 1 2 3; do
+    # Only nodes that answered: rabbitmqctl for a node never started (no home yet) makes Erlang
+    # write erl_crash.dump into the current directory.
+    for n in "${up[@]}"; do
         running=$(rabbit_node "$n" rabbitmqctl -q cluster_status --formatter json 2>/dev/null |
             python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["running_nodes"])))' 2>/dev/null) && break
     done
