@@ -13,7 +13,9 @@
 //   A <event-id> <aggregate-id> <seq> <how>   not committed; how = rollback | error | resolved
 // A COMMIT whose reply was lost (the server died, the connection broke) has an unknown outcome:
 // the writer reconnects, waits until txid_status() of the txid it read before COMMIT is no longer
-// 'in progress', then reads the event rows back: present = committed. A txid_status() that
+// 'in progress', then reads the event rows back: present = committed. A txid the server has not
+// handed out yet ("in the future": a promoted standby that never received the transaction's WAL,
+// or a crash that lost it) was never begun there: its rows decide at once. A txid_status() that
 // disagrees with the rows is logged as  T <txid> <status> <rows>  (see resolve()). Nothing is
 // logged as C or A before the outcome is certain.
 // --hold-max-ms keeps each transaction open a random time before COMMIT; --hold-first-s holds the
@@ -113,7 +115,8 @@ outbox_db *connect(const char *url, const outbox_config *cfg, bool honour_stop =
     }
 }
 
-std::string scalar(PGconn *pg, const char *sql, const std::vector<std::string> &params, bool *ok) {
+std::string scalar(PGconn *pg, const char *sql, const std::vector<std::string> &params, bool *ok,
+                   std::string *sqlstate = nullptr) {
     std::vector<const char *> p;
     for (const auto &s : params) {
         p.push_back(s.c_str());
@@ -121,6 +124,10 @@ std::string scalar(PGconn *pg, const char *sql, const std::vector<std::string> &
     PGresult *r = PQexecParams(pg, sql, static_cast<int>(p.size()), nullptr, p.data(), nullptr, nullptr, 0);
     std::string out;
     *ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    if (sqlstate != nullptr) {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        *sqlstate = state != nullptr ? state : "";
+    }
     if (*ok && !PQgetisnull(r, 0, 0)) {
         out = PQgetvalue(r, 0, 0);
     }
@@ -138,7 +145,15 @@ bool resolve(const char *url, const outbox_config *cfg, const std::string &txid,
         outbox_db *db = connect(url, cfg, false);
         PGconn *pg = static_cast<PGconn *>(outbox_db_pgconn(db));
         bool ok = false;
-        std::string status = scalar(pg, "SELECT txid_status(CAST($1 AS bigint))", {txid}, &ok);
+        std::string state;
+        std::string status = scalar(pg, "SELECT txid_status(CAST($1 AS bigint))", {txid}, &ok, &state);
+        // 22023: "transaction ID ... is in the future". After a failover the writers' own
+        // unreplicated txids are such, and while every writer waits here nothing may move the new
+        // primary's counter past them: waiting for it to would never end.
+        if (!ok && state == "22023") {
+            ok = true;
+            status = "not yet handed out";
+        }
         if (!ok) {
             outbox_db_close(db);
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
