@@ -22,29 +22,15 @@
 # scripts/services.sh (started if down).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+name=relay_seq
 rounds=3
 seconds=10
 out="$root/bench/results/issue-30/relay_seq.md"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --rounds) rounds="$2"; shift 2 ;;
-        --seconds) seconds="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "relay_seq: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-# shellcheck source=scripts/lib.sh
-source "$root/scripts/lib.sh"
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
-rev="$("$root/scripts/source_rev.sh")"
-work="$(mktemp -d)"
-schema="exp_relay_seq_$$"
-trap 'psql "$OUTBOX_PG_URL" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+help_lines='2,21p'
+# shellcheck source=bench/experiments/pgbench_common.sh
+source "$root/bench/experiments/pgbench_common.sh" "$@"
 batch=2000
 rows=400000
-payload='{"order_id":12345,"customer":"someone","items":[1,2,3],"note":"'"$(printf '%*s' 190 '' | tr ' ' x)"'"}'
 outbox_log "filling $rows event rows"
 psql "$OUTBOX_PG_URL" -v ON_ERROR_STOP=1 -q <<SQL
 CREATE SCHEMA $schema;
@@ -101,11 +87,6 @@ pg_cpu_ticks() { # user+system ticks of every postgres process, and of the reape
         total=$((total + v[11] + v[12] + v[13] + v[14]))
     done
     echo "$total"
-}
-cpu() { head -1 /proc/stat; }
-steal() {
-    python3 -c 'import sys; a = sys.argv[1].split()[1:]; b = sys.argv[2].split()[1:]
-d = [int(y) - int(x) for x, y in zip(a, b)]; print(f"{100 * d[7] / max(1, sum(d)):.1f}")' "$1" "$2"
 }
 hz=$(getconf CLK_TCK)
 : >"$work/rows"

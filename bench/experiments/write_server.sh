@@ -19,26 +19,13 @@
 # round, each side's median ratio to bare. Needs the services of scripts/services.sh (started if down).
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+name=write_server
 rounds=3
 seconds=15
 out="$root/bench/results/issue-30/write_server.md"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --rounds) rounds="$2"; shift 2 ;;
-        --seconds) seconds="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "write_server: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-# shellcheck source=scripts/lib.sh
-source "$root/scripts/lib.sh"
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
-rev="$("$root/scripts/source_rev.sh")"
-work="$(mktemp -d)"
-schema="exp_write_server_$$"
-trap 'psql "$OUTBOX_PG_URL" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+help_lines='2,19p'
+# shellcheck source=bench/experiments/pgbench_common.sh
+source "$root/bench/experiments/pgbench_common.sh" "$@"
 psql "$OUTBOX_PG_URL" -v ON_ERROR_STOP=1 -q <<SQL
 CREATE SCHEMA $schema;
 CREATE TABLE $schema.orders (id bigserial PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL,
@@ -57,8 +44,6 @@ CREATE SEQUENCE $schema.position_seq;
 CREATE TABLE $schema.agg (aggregate_type text, aggregate_id text, last_seq bigint NOT NULL,
     PRIMARY KEY (aggregate_type, aggregate_id));
 SQL
-# A 256-byte payload, as bench W's.
-payload='{"order_id":12345,"customer":"someone","items":[1,2,3],"note":"'"$(printf '%*s' 190 '' | tr ' ' x)"'"}'
 biz="INSERT INTO $schema.orders (customer, amount, body) VALUES ('c', 12.50, repeat('w', 256));"
 cols="(position, aggregate_type, aggregate_id, seq, outbox_id, event_type, operation, payload, metadata, actor, created_at)"
 vals="gen_random_uuid(), 'OrderCreated', 'POST', '$payload', '{\"k\":\"v\"}', 'user', now()"
@@ -90,11 +75,6 @@ sides=(bare pk part params lock counter counter-100)
 defs=(-D "atype=ORD" -D "uuid=0190f3c4-7b1e-7c2d-8e3f-0123456789ab" -D "etype=OrderCreated" -D "op=POST"
       -D "payload=$payload" -D 'meta={"k":"v"}' -D "actor=user" -D "created=2026-11-27T12:00:00.123456Z")
 for side in "${sides[@]}"; do side_sql "$side" >"$work/$side.sql"; done
-cpu() { head -1 /proc/stat; }
-steal() { # /proc/stat cpu lines before and after -> percent stolen
-    python3 -c 'import sys; a = sys.argv[1].split()[1:]; b = sys.argv[2].split()[1:]
-d = [int(y) - int(x) for x, y in zip(a, b)]; print(f"{100 * d[7] / max(1, sum(d)):.1f}")' "$1" "$2"
-}
 : >"$work/rows"
 for ((k = 1; k <= rounds; k++)); do
     for side in "${sides[@]}"; do
