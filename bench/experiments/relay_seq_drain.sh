@@ -7,7 +7,7 @@
 #
 #   bench/experiments/relay_seq_drain.sh [--pairs N] [--drain-sizes LIST] [--out FILE]
 #
-# 1. Builds relay_bench and its drain child in a worktree of HEAD ($OUTBOX_RUN_DIR/exp-relay-seq)
+# 1. Builds relay_bench and its drain child in a worktree of HEAD ($OUTBOX_RUN_DIR/exp-relay_seq_drain)
 #    with issue-30-relay-seq.patch applied: with OUTBOX_EXPERIMENT_RELAY_SEQ set, the relay's read
 #    is one statement that also upserts the counters of the batch's aggregates (by the batch's count
 #    of each) and keeps every event's seq (one row a batch: positions and seqs as two arrays), as a
@@ -20,44 +20,25 @@
 set -euo pipefail
 root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 pairs=3
-sizes=100000,1000000
+drain_sizes=100000,1000000
 out="$root/bench/results/issue-30/relay_seq_drain.md"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --pairs) pairs="$2"; shift 2 ;;
-        --drain-sizes) sizes="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "relay_seq_drain: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-# shellcheck source=scripts/lib.sh
-source "$root/scripts/lib.sh"
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
-export OUTBOX_PG_URL OUTBOX_AMQP_URL
-rev="$("$root/scripts/source_rev.sh")"
-tree="$OUTBOX_RUN_DIR/exp-relay-seq"
-git -C "$root" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
-git -C "$root" worktree prune
-git -C "$root" worktree add --detach "$tree" HEAD >&2
-work="$(mktemp -d)"
-trap 'git -C "$root" worktree remove --force "$tree" 2>/dev/null || true; rm -rf "$work"' EXIT
-git -C "$tree" apply "$root/bench/experiments/issue-30-relay-seq.patch"
-cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_CLI=OFF -DOUTBOX_BUILD_FAULTS=OFF >/dev/null
-cmake --build "$tree/build" --target relay_bench relay_drain >&2
-bin="$tree/build/bench/relay_bench"
+name=relay_seq_drain
+help_lines='2,19p'
+patch=issue-30-relay-seq.patch
+extra=--drain-sizes
+# shellcheck source=bench/experiments/patched_common.sh
+source "$root/bench/experiments/patched_common.sh" "$@"
 for ((k = 1; k <= pairs; k++)); do
     for side in plain numbering; do
         if [[ $side == numbering ]]; then export OUTBOX_EXPERIMENT_RELAY_SEQ=1; else unset OUTBOX_EXPERIMENT_RELAY_SEQ; fi
-        "$bin" --only E --drain-sizes "$sizes" --no-retry --json "$work/$side-$k.json" >"$work/$side-$k.log" 2>&1 ||
+        "$bin" --only E --drain-sizes "$drain_sizes" --no-retry --json "$work/$side-$k.json" >"$work/$side-$k.log" 2>&1 ||
             { tail -20 "$work/$side-$k.log" >&2; exit 1; }
         outbox_log "pair $k, $side: done"
     done
 done
 unset OUTBOX_EXPERIMENT_RELAY_SEQ
 mkdir -p "$(dirname -- "$out")"
-python3 - "$work" "$pairs" "$out" "$rev" "$sizes" <<'PY'
+python3 - "$work" "$pairs" "$out" "$rev" "$drain_sizes" <<'PY'
 import datetime, json, statistics, sys
 work, pairs, out, rev, sizes = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 label = lambda n: f"{n // 1000000}M" if n >= 1000000 and n % 1000000 == 0 else f"{n // 1000}k"

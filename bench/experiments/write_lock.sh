@@ -5,7 +5,7 @@
 #
 #   bench/experiments/write_lock.sh [--pairs N] [--sides "counter lock ..."] [--out FILE]
 #
-# 1. Builds relay_bench in a worktree of HEAD ($OUTBOX_RUN_DIR/exp-write-lock) with
+# 1. Builds relay_bench in a worktree of HEAD ($OUTBOX_RUN_DIR/exp-write_lock) with
 #    issue-30-write-lock.patch applied: OUTBOX_EXPERIMENT_WRITE chooses the write statement.
 #    counter (unset): this commit's write, the counter row by INSERT ... ON CONFLICT DO UPDATE.
 #    lock: pg_advisory_xact_lock(hashtextextended(type || chr(31) || id, 0)) and the event row with
@@ -26,31 +26,12 @@ root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 pairs=3
 sides="counter lock"
 out="$root/bench/results/issue-30/write_lock.md"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --pairs) pairs="$2"; shift 2 ;;
-        --sides) sides="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "write_lock: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-# shellcheck source=scripts/lib.sh
-source "$root/scripts/lib.sh"
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
-export OUTBOX_PG_URL OUTBOX_AMQP_URL
-rev="$("$root/scripts/source_rev.sh")"
-tree="$OUTBOX_RUN_DIR/exp-write-lock"
-git -C "$root" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
-git -C "$root" worktree prune
-git -C "$root" worktree add --detach "$tree" HEAD >&2
-trap 'git -C "$root" worktree remove --force "$tree" 2>/dev/null || true' EXIT
-git -C "$tree" apply "$root/bench/experiments/issue-30-write-lock.patch"
-cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOUTBOX_BUILD_TESTS=OFF -DOUTBOX_BUILD_CLI=OFF -DOUTBOX_BUILD_FAULTS=OFF >/dev/null
-cmake --build "$tree/build" --target relay_bench >&2
-bin="$tree/build/bench/relay_bench"
-work="$(mktemp -d)"
+name=write_lock
+help_lines='2,23p'
+patch=issue-30-write-lock.patch
+extra=--sides
+# shellcheck source=bench/experiments/patched_common.sh
+source "$root/bench/experiments/patched_common.sh" "$@"
 for ((k = 1; k <= pairs; k++)); do
     for side in $sides; do
         case $side in
@@ -111,4 +92,3 @@ lines = [f"# Issue 30: the write's statement, other ways ({now})", "",
 open(out, "w").write("\n".join(lines))
 print("\n".join(lines))
 PY
-rm -rf "$work"
