@@ -36,21 +36,14 @@ root="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds=8
 rounds=5
 out="$root/bench/results/issue-19/storage_probe.md"
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --seconds) seconds="$2"; shift 2 ;;
-        --rounds) rounds="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "storage_probe: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
+name=storage_probe
+help_lines='2,24p'
+options="--seconds --rounds --out"
+# shellcheck source=bench/experiment_lib.sh
+source "$root/bench/experiment_lib.sh" "$@"
 pgbench="$(command -v pgbench || true)"
 [[ -n "$pgbench" ]] || pgbench="$(ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | tail -1)"
 [[ -x "$pgbench" ]] || { echo "storage_probe: pgbench not found (Debian: postgresql-client)" >&2; exit 1; }
-work="$(mktemp -d)"
 trap 'rm -rf -- "$work"' EXIT
 
 psql "$OUTBOX_PG_URL" -q -v ON_ERROR_STOP=1 <<'SQL'

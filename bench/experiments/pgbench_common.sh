@@ -1,23 +1,11 @@
 # shellcheck shell=bash
-# Sourced by the pgbench experiments (write_server.sh, relay_seq.sh): their options, the services,
-# a scratch schema dropped on exit, and the CPU stolen around a side. Before sourcing, the script
-# sets root, name (its name, with underscores), rounds, seconds, out and help_lines (the lines of
-# its header that --help prints); it sources this with its own arguments.
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        --rounds) rounds="$2"; shift 2 ;;
-        --seconds) seconds="$2"; shift 2 ;;
-        --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n "$help_lines" "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "$name: unknown option $1" >&2; exit 2 ;;
-    esac
-done
-# shellcheck source=scripts/lib.sh
-source "$root/scripts/lib.sh"
-"$root/scripts/services.sh" up >&2
-eval "$("$root/scripts/services.sh" env)"
-rev="$("$root/scripts/source_rev.sh")"
-work="$(mktemp -d)"
+# Sourced by the pgbench experiments (write_server.sh, relay_seq.sh): their options and the services
+# (bench/experiment_lib.sh), a scratch schema dropped on exit, and the CPU stolen around a side.
+# Before sourcing, the script sets root, name (its name, with underscores), rounds, seconds, out and
+# help_lines (the lines of its header that --help prints); it sources this with its own arguments.
+options="--rounds --seconds --out"
+# shellcheck source=bench/experiment_lib.sh
+source "$root/bench/experiment_lib.sh" "$@"
 schema="exp_${name}_$$"
 trap 'psql "$OUTBOX_PG_URL" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 # A 256-byte payload, as bench W's.
